@@ -1,0 +1,1 @@
+/* replaced by the graph IR */ int tfm_ir_placeholder;

@@ -1,0 +1,1 @@
+/* replaced by the runtime */ int tfm_rt_placeholder;
