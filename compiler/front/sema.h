@@ -1,0 +1,61 @@
+/* Semantic analysis: runs the program at compile time to resolve names,
+ * evaluate the config, instantiate layers (with dotted parameter names) and
+ * check the dtype and shape of every expression. The result describes the
+ * model: its config, inputs, outputs, parameters and training set-up. */
+#ifndef TFM_SEMA_H
+#define TFM_SEMA_H
+#include "value.h"
+
+typedef struct FrontOptions {
+  const char *path;       /* the .tfm file */
+  PtrVec defines;         /* const char* "name=value" from -D */
+  const char *variant;    /* --variant NAME or NULL */
+  PtrVec include_dirs;    /* -I DIR, searched by import after the file's own folder */
+  int training;           /* value of the built-in `training` (checks use 1) */
+} FrontOptions;
+
+typedef struct ConfigEntry {
+  const char *name;
+  Span at;                /* the entry in the config block */
+  const Node *expr;       /* the expression that gives its value */
+  const char *override;   /* "-D d_model=256", "variant big", or NULL */
+  Value *value;           /* after evaluation */
+  int state;              /* 0 not evaluated, 1 evaluating (cycle check), 2 done */
+} ConfigEntry;
+
+typedef struct ModelIO {
+  const char *name;
+  TensorType type;
+  Span at;
+} ModelIO;
+
+typedef struct TrainSpec {
+  int present;
+  Span at;
+  Value *optimizer;       /* V_OPTIM */
+  Value *lr;              /* V_FLOAT (constant) or a scalar f32 tensor of `step` */
+  const Node *lr_expr;
+  double clip;            /* 0: no clipping */
+} TrainSpec;
+
+typedef struct CheckedModel {
+  const char *name;
+  Span at;
+  const char *variant;
+  PtrVec config;          /* ConfigEntry* in source order */
+  PtrVec inputs;          /* ModelIO* */
+  PtrVec outputs;         /* ModelIO* */
+  PtrVec params;          /* Param* in creation order */
+  Instance *root;
+  TrainSpec train;
+  PtrVec programs;        /* Node* N_PROGRAM: the file, then its imports */
+} CheckedModel;
+
+/* Loads, parses and checks. Returns NULL when any error was reported. */
+CheckedModel *sema_check(const FrontOptions *opt);
+int64_t model_param_count(const CheckedModel *m);
+int64_t instance_param_count(const Instance *inst);
+/* Frees everything the front end allocated and clears its state. */
+void front_reset(void);
+
+#endif

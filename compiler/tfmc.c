@@ -1,0 +1,184 @@
+/* tfmc: the tfm compiler's command line. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "diag.h"
+#include "sema.h"
+
+static const char usage_text[] =
+    "usage: tfmc COMMAND FILE.tfm [options]\n"
+    "\n"
+    "commands:\n"
+    "  check FILE      parse and check the model; print a one-screen summary\n"
+    "  stats FILE      parameters per layer and in total, with shapes\n"
+    "  emit ast FILE   print the checked syntax tree\n"
+    "\n"
+    "options:\n"
+    "  -D NAME=VALUE   override a config value (repeatable; -DNAME=VALUE works too)\n"
+    "  --variant NAME  apply a named variant block before the -D overrides\n"
+    "  -I DIR          also look for imports in DIR (after the file's own folder)\n"
+    "  -h, --help      show this help\n"
+    "  --version       show the version\n"
+    "\n"
+    "Exit status: 0 on success, 1 when the program has errors, 2 on bad usage.\n";
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "tfmc: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\nrun 'tfmc --help' for usage\n");
+  return 2;
+}
+
+/* 63082496 -> "63,082,496" */
+static const char *grouped(int64_t n) {
+  static char bufs[4][32];
+  static int which;
+  char *out = bufs[which++ & 3];
+  char digits[32];
+  int len = snprintf(digits, sizeof digits, "%" PRId64, n < 0 ? -n : n);
+  int k = 0;
+  if (n < 0) out[k++] = '-';
+  for (int i = 0; i < len; i++) {
+    out[k++] = digits[i];
+    if ((len - i - 1) % 3 == 0 && i != len - 1) out[k++] = ',';
+  }
+  out[k] = 0;
+  return out;
+}
+
+/* A float always shows as one (0.0, not 0), so it reads apart from an int. */
+static const char *float_text(double f) {
+  const char *s = pool_printf("%g", f);
+  return strpbrk(s, ".eni") ? s : pool_printf("%s.0", s);
+}
+
+static const char *value_text(const Value *v) {
+  switch (v->kind) {
+    case V_INT: return pool_printf("%" PRId64, v->i);
+    case V_FLOAT: return float_text(v->f);
+    case V_BOOL: return v->i ? "true" : "false";
+    case V_STR: return pool_printf("\"%s\"", v->s);
+    default: return value_kind_name(v);
+  }
+}
+
+static const char *node_source(const Node *n) {
+  size_t len;
+  const char *line = source_line(n->span.file, n->span.line, &len);
+  if (n->span.line != n->span.end_line || (size_t)n->span.end_col > len)
+    return pool_printf("(expression at %s)", span_str(n->span));
+  return pool_printf("%.*s", n->span.end_col - n->span.col + 1, line + n->span.col - 1);
+}
+
+static void print_io(const char *title, const PtrVec *list) {
+  printf("%s:\n", title);
+  for (int i = 0; i < list->len; i++) {
+    const ModelIO *io = list->items[i];
+    printf("  %-16s %s\n", io->name, tensor_type_str(&io->type));
+  }
+}
+
+static void print_summary(const CheckedModel *m) {
+  const SourceFile *f = source_get(m->at.file);
+  printf("model %s (%s)%s%s\n", m->name, f ? f->path : "?", m->variant ? ", variant " : "",
+         m->variant ? m->variant : "");
+  printf("config:\n");
+  for (int i = 0; i < m->config.len; i++) {
+    const ConfigEntry *e = m->config.items[i];
+    printf("  %-16s = %s%s%s\n", e->name, value_text(e->value), e->override ? "   # " : "",
+           e->override ? e->override : "");
+  }
+  print_io("inputs", &m->inputs);
+  print_io("outputs", &m->outputs);
+  printf("parameters: %s in %d tensors\n", grouped(model_param_count(m)), m->params.len);
+  if (m->train.present) {
+    const Value *o = m->train.optimizer;
+    printf("train: %s(", o->s);
+    for (int i = 0; i < o->keys.len; i++)
+      printf("%s%s = %s", i ? ", " : "", (char *)o->keys.items[i],
+             float_text(((Value *)o->items.items[i])->f));
+    printf("), lr = %s", node_source(m->train.lr_expr));
+    if (m->train.clip > 0) printf(", clip = %s", float_text(m->train.clip));
+    printf("\n");
+  }
+}
+
+static void print_instance(const Instance *inst, int depth) {
+  if (inst->path[0])
+    printf("%*s%-*s %18s %14s\n", depth * 2, "", 48 - depth * 2,
+           pool_printf("%s (%s)", inst->path, inst->def ? inst->def->name : "?"), "",
+           grouped(instance_param_count(inst)));
+  for (int i = 0; i < inst->params.len; i++) {
+    const Param *p = inst->params.items[i];
+    const char *shape = tensor_type_str(&p->type);
+    printf("%*s%-*s %18s %14s\n", (depth + 1) * 2, "", 48 - (depth + 1) * 2, p->name, shape,
+           grouped(tensor_numel(&p->type)));
+  }
+  for (int i = 0; i < inst->children.len; i++) print_instance(inst->children.items[i], depth + 1);
+}
+
+static void print_stats(const CheckedModel *m) {
+  printf("parameters of model %s\n", m->name);
+  printf("%-50s %18s %14s\n", "name", "shape", "count");
+  print_instance(m->root, -1);
+  printf("%-50s %18s %14s\n", "total", "", grouped(model_param_count(m)));
+}
+
+int main(int argc, char **argv) {
+  FrontOptions opt = {.training = 1};
+  const char *command = NULL, *what = NULL;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      fputs(usage_text, stdout);
+      return 0;
+    }
+    if (!strcmp(a, "--version")) {
+      printf("tfmc %s\n", TFM_VERSION);
+      return 0;
+    }
+    if (!strncmp(a, "-D", 2)) {
+      const char *d = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!d) return usage_error("%s needs NAME=VALUE", a);
+      vec_push(&opt.defines, (void *)d);
+    } else if (!strcmp(a, "--variant") || !strcmp(a, "-I")) {
+      if (i + 1 >= argc) return usage_error("%s needs an argument", a);
+      if (a[1] == 'I') vec_push(&opt.include_dirs, argv[++i]);
+      else opt.variant = argv[++i];
+    } else if (a[0] == '-' && a[1]) {
+      return usage_error("unknown option '%s'", a);
+    } else if (!command) {
+      command = a;
+    } else if (!strcmp(command, "emit") && !what) {
+      what = a;
+    } else if (!opt.path) {
+      opt.path = a;
+    } else {
+      return usage_error("unexpected argument '%s'", a);
+    }
+  }
+  if (!command) return usage_error("%s", "no command given");
+  if (strcmp(command, "check") && strcmp(command, "stats") && strcmp(command, "emit"))
+    return usage_error("unknown command '%s' (commands: check, stats, emit)", command);
+  if (!strcmp(command, "emit") && (!what || strcmp(what, "ast")))
+    return usage_error("emit: unknown form '%s' (forms: ast)", what ? what : "");
+  if (!opt.path) return usage_error("%s: no input file", command);
+
+  CheckedModel *m = sema_check(&opt);
+  int status = 0;
+  if (!m) {
+    int n = diag_error_count();
+    fprintf(stderr, "%d error%s\n", n, n == 1 ? "" : "s");
+    status = 1;
+  } else if (!strcmp(command, "check")) {
+    print_summary(m);
+  } else if (!strcmp(command, "stats")) {
+    print_stats(m);
+  } else {
+    for (int i = 0; i < m->programs.len; i++) ast_print(m->programs.items[i], stdout);
+  }
+  front_reset();
+  return status;
+}
