@@ -1,0 +1,185 @@
+/* The CUDA driver API, loaded with dlopen at run time so that nothing links
+ * against CUDA: a binary built for the GPU starts anywhere and says clearly
+ * why it cannot run when there is no driver or no device. */
+#define _POSIX_C_SOURCE 200809L
+#include "tfmrt.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DRIVER_LIBRARY "libcuda.so.1"
+#define NO_DRIVER_MESSAGE "no CUDA driver found (" DRIVER_LIBRARY "): build with --target " \
+                          "cpu or run on a machine with an NVIDIA GPU"
+#define NO_DEVICE_MESSAGE "no CUDA device found: " DRIVER_LIBRARY " loaded but reports no " \
+                          "device; build with --target cpu or run on a machine with an NVIDIA GPU"
+
+/* The driver types used here, as cuda.h declares them. */
+typedef int CUresult;
+typedef int CUdevice;
+typedef int CUjit_option;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_STUB_LIBRARY = 34, /* the toolkit's link stub, not a driver */
+  CUDA_ERROR_NO_DEVICE = 100,
+  CU_JIT_ERROR_LOG_BUFFER = 5,
+  CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+};
+
+/* Field, exported symbol (the versioned names cuda.h's macros select), parameters. */
+#define DRIVER_FUNCTIONS(X)                                                             \
+  X(init, "cuInit", (unsigned flags))                                                   \
+  X(device_get_count, "cuDeviceGetCount", (int *count))                                 \
+  X(device_get, "cuDeviceGet", (CUdevice *device, int ordinal))                         \
+  X(ctx_create, "cuCtxCreate_v2", (CUcontext *ctx, unsigned flags, CUdevice device))    \
+  X(ctx_destroy, "cuCtxDestroy_v2", (CUcontext ctx))                                    \
+  X(ctx_synchronize, "cuCtxSynchronize", (void))                                        \
+  X(module_load_data_ex, "cuModuleLoadDataEx",                                          \
+    (CUmodule *module, const void *image, unsigned count, CUjit_option *options,        \
+     void **values))                                                                    \
+  X(module_get_function, "cuModuleGetFunction",                                         \
+    (CUfunction *function, CUmodule module, const char *name))                          \
+  X(launch_kernel, "cuLaunchKernel",                                                    \
+    (CUfunction function, unsigned grid_x, unsigned grid_y, unsigned grid_z,            \
+     unsigned block_x, unsigned block_y, unsigned block_z, unsigned shared_bytes,       \
+     CUstream stream, void **params, void **extra))                                     \
+  X(mem_alloc, "cuMemAlloc_v2", (CUdeviceptr *ptr, size_t bytes))                       \
+  X(mem_free, "cuMemFree_v2", (CUdeviceptr ptr))                                        \
+  X(memcpy_htod, "cuMemcpyHtoD_v2", (CUdeviceptr dst, const void *src, size_t bytes))   \
+  X(memcpy_dtoh, "cuMemcpyDtoH_v2", (void *dst, CUdeviceptr src, size_t bytes))         \
+  X(get_error_string, "cuGetErrorString", (CUresult error, const char **text))
+
+struct tfm_cuda {
+  void *library;
+  CUcontext context;
+#define DECLARE_FIELD(field, symbol, params) CUresult (*field) params;
+  DRIVER_FUNCTIONS(DECLARE_FIELD)
+#undef DECLARE_FIELD
+};
+
+static int check(const tfm_cuda *cuda, CUresult result, const char *call) {
+  if (result == CUDA_SUCCESS) return TFM_OK;
+  const char *text = NULL;
+  if (cuda->get_error_string(result, &text) != CUDA_SUCCESS || !text) text = "unknown error";
+  return tfm_fail("CUDA: %s failed: %s (error %d)", call, text, result);
+}
+
+static int resolve_symbols(tfm_cuda *cuda) {
+  void *symbol;
+  /* memcpy: ISO C has no conversion from void * to a function pointer. */
+#define RESOLVE(field, name, params)                                                     \
+  if (!(symbol = dlsym(cuda->library, name)))                                           \
+    return tfm_fail("CUDA: the driver " DRIVER_LIBRARY " has no %s (driver too old?)", name); \
+  memcpy(&cuda->field, &symbol, sizeof symbol);
+  DRIVER_FUNCTIONS(RESOLVE)
+#undef RESOLVE
+  return TFM_OK;
+}
+
+static int open_device(tfm_cuda *cuda, int ordinal) {
+  if (resolve_symbols(cuda)) return TFM_FAILED;
+  CUresult result = cuda->init(0);
+  if (result == CUDA_ERROR_STUB_LIBRARY) return tfm_fail(NO_DRIVER_MESSAGE);
+  if (result == CUDA_ERROR_NO_DEVICE) return tfm_fail(NO_DEVICE_MESSAGE);
+  if (check(cuda, result, "cuInit")) return TFM_FAILED;
+  int count = 0;
+  if (check(cuda, cuda->device_get_count(&count), "cuDeviceGetCount")) return TFM_FAILED;
+  if (count == 0) return tfm_fail(NO_DEVICE_MESSAGE);
+  if (ordinal < 0 || ordinal >= count)
+    return tfm_fail("CUDA: device %d requested but the driver reports %d (0 to %d)", ordinal,
+                    count, count - 1);
+  CUdevice device;
+  if (check(cuda, cuda->device_get(&device, ordinal), "cuDeviceGet")) return TFM_FAILED;
+  return check(cuda, cuda->ctx_create(&cuda->context, 0, device), "cuCtxCreate");
+}
+
+int tfm_cuda_open(tfm_cuda **out, int ordinal) {
+  void *library = dlopen(DRIVER_LIBRARY, RTLD_NOW | RTLD_LOCAL);
+  if (!library) return tfm_fail(NO_DRIVER_MESSAGE);
+  tfm_cuda *cuda = calloc(1, sizeof *cuda);
+  if (!cuda) return tfm_fail("CUDA: out of memory");
+  cuda->library = library;
+  if (open_device(cuda, ordinal)) {
+    free(cuda);
+    return TFM_FAILED;
+  }
+  *out = cuda;
+  return TFM_OK;
+}
+
+/* The library stays loaded: the driver's own threads may still run in it. */
+void tfm_cuda_close(tfm_cuda *cuda) {
+  if (!cuda) return;
+  if (cuda->context) cuda->ctx_destroy(cuda->context);
+  free(cuda);
+}
+
+int tfm_cuda_module_load(tfm_cuda *cuda, const char *ptx, tfm_cuda_module *module) {
+  char log[4096] = "";
+  CUjit_option options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, (void *)(uintptr_t)sizeof log};
+  CUmodule loaded;
+  CUresult result = cuda->module_load_data_ex(&loaded, ptx, 2, options, values);
+  if (result != CUDA_SUCCESS) {
+    check(cuda, result, "cuModuleLoadDataEx");
+    if (log[0]) {
+      char first[512];
+      snprintf(first, sizeof first, "%s", tfm_error());
+      return tfm_fail("%s: %s", first, log);
+    }
+    return TFM_FAILED;
+  }
+  *module = loaded;
+  return TFM_OK;
+}
+
+int tfm_cuda_kernel_get(tfm_cuda *cuda, tfm_cuda_module module, const char *name,
+                        tfm_cuda_kernel *kernel) {
+  CUfunction function;
+  CUresult result = cuda->module_get_function(&function, module, name);
+  if (result != CUDA_SUCCESS) {
+    char call[160];
+    snprintf(call, sizeof call, "cuModuleGetFunction(\"%s\")", name);
+    return check(cuda, result, call);
+  }
+  *kernel = function;
+  return TFM_OK;
+}
+
+int tfm_cuda_launch(tfm_cuda *cuda, tfm_cuda_kernel kernel, const unsigned grid[3],
+                    const unsigned block[3], unsigned shared_bytes, void **params) {
+  return check(cuda, cuda->launch_kernel(kernel, grid[0], grid[1], grid[2], block[0], block[1],
+                                         block[2], shared_bytes, NULL, params, NULL),
+               "cuLaunchKernel");
+}
+
+int tfm_cuda_alloc(tfm_cuda *cuda, size_t bytes, tfm_device_ptr *ptr) {
+  CUdeviceptr allocated;
+  char call[64];
+  snprintf(call, sizeof call, "cuMemAlloc(%zu bytes)", bytes);
+  if (check(cuda, cuda->mem_alloc(&allocated, bytes), call)) return TFM_FAILED;
+  *ptr = allocated;
+  return TFM_OK;
+}
+
+int tfm_cuda_free(tfm_cuda *cuda, tfm_device_ptr ptr) {
+  return check(cuda, cuda->mem_free(ptr), "cuMemFree");
+}
+
+int tfm_cuda_upload(tfm_cuda *cuda, tfm_device_ptr dst, const void *src, size_t bytes) {
+  return check(cuda, cuda->memcpy_htod(dst, src, bytes), "cuMemcpyHtoD");
+}
+
+int tfm_cuda_download(tfm_cuda *cuda, void *dst, tfm_device_ptr src, size_t bytes) {
+  return check(cuda, cuda->memcpy_dtoh(dst, src, bytes), "cuMemcpyDtoH");
+}
+
+int tfm_cuda_synchronize(tfm_cuda *cuda) {
+  return check(cuda, cuda->ctx_synchronize(), "cuCtxSynchronize");
+}

@@ -1,1 +1,0 @@
-/* replaced by the runtime */ int tfm_rt_placeholder;

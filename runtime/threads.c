@@ -1,0 +1,163 @@
+/* A fixed pool of pthreads behind tfm_parallel_for. The caller runs chunk 0
+ * itself and worker i always runs chunk i, so which thread handles which
+ * indices depends only on n and the pool size, never on timing. */
+#define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
+#include "tfmrt.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MAX_THREADS 1024
+
+typedef struct {
+  tfm_pool *pool;
+  size_t index;
+} worker;
+
+struct tfm_pool {
+  size_t threads;            /* the caller plus threads - 1 workers */
+  pthread_t *handles;
+  worker *workers;
+  pthread_mutex_t call_lock; /* one tfm_parallel_for at a time */
+  pthread_mutex_t lock;      /* guards everything below */
+  pthread_cond_t work_ready, work_done;
+  uint64_t generation;       /* bumped once per job */
+  bool shutting_down;
+  tfm_range_fn fn;
+  void *ctx;
+  size_t n, chunks, pending;
+};
+
+/* Set while a thread runs a chunk, so a nested call runs serially instead of
+ * waiting for workers that are busy with the outer call. */
+static _Thread_local bool inside_parallel_for;
+
+static void run_chunk(const tfm_pool *pool, size_t i) {
+  size_t base = pool->n / pool->chunks, extra = pool->n % pool->chunks;
+  size_t begin = i * base + (i < extra ? i : extra);
+  size_t end = begin + base + (i < extra ? 1 : 0);
+  inside_parallel_for = true;
+  pool->fn(pool->ctx, begin, end);
+  inside_parallel_for = false;
+}
+
+static void *worker_main(void *arg) {
+  const worker *self = arg;
+  tfm_pool *pool = self->pool;
+  uint64_t seen = 0;
+  pthread_mutex_lock(&pool->lock);
+  for (;;) {
+    while (pool->generation == seen && !pool->shutting_down)
+      pthread_cond_wait(&pool->work_ready, &pool->lock);
+    if (pool->shutting_down) break;
+    seen = pool->generation;
+    if (self->index >= pool->chunks) continue;
+    pthread_mutex_unlock(&pool->lock);
+    run_chunk(pool, self->index);
+    pthread_mutex_lock(&pool->lock);
+    if (--pool->pending == 0) pthread_cond_signal(&pool->work_done);
+  }
+  pthread_mutex_unlock(&pool->lock);
+  return NULL;
+}
+
+static int threads_from_environment(size_t *threads) {
+  const char *env = getenv("TFM_THREADS");
+  if (env && *env) {
+    char *end;
+    errno = 0;
+    long value = strtol(env, &end, 10);
+    if (*end != '\0' || errno != 0 || value < 1 || value > MAX_THREADS)
+      return tfm_fail("TFM_THREADS is \"%s\": expected a thread count from 1 to %d", env,
+                      MAX_THREADS);
+    *threads = (size_t)value;
+    return TFM_OK;
+  }
+  cpu_set_t cpus;
+  long count = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
+                                                             : sysconf(_SC_NPROCESSORS_ONLN);
+  *threads = count < 1 ? 1 : count > MAX_THREADS ? MAX_THREADS : (size_t)count;
+  return TFM_OK;
+}
+
+static void stop_workers(tfm_pool *pool, size_t started) {
+  pthread_mutex_lock(&pool->lock);
+  pool->shutting_down = true;
+  pthread_cond_broadcast(&pool->work_ready);
+  pthread_mutex_unlock(&pool->lock);
+  for (size_t i = 0; i < started; i++) pthread_join(pool->handles[i], NULL);
+  pthread_cond_destroy(&pool->work_done);
+  pthread_cond_destroy(&pool->work_ready);
+  pthread_mutex_destroy(&pool->lock);
+  pthread_mutex_destroy(&pool->call_lock);
+  free(pool->handles);
+  free(pool->workers);
+  free(pool);
+}
+
+int tfm_pool_create(tfm_pool **out, size_t threads) {
+  if (threads == 0 && threads_from_environment(&threads)) return TFM_FAILED;
+  if (threads > MAX_THREADS)
+    return tfm_fail("thread pool: %zu threads requested, at most %d", threads, MAX_THREADS);
+  tfm_pool *pool = calloc(1, sizeof *pool);
+  if (!pool) return tfm_fail("thread pool: out of memory");
+  pool->threads = threads;
+  pool->handles = calloc(threads, sizeof *pool->handles);
+  pool->workers = calloc(threads, sizeof *pool->workers);
+  pthread_mutex_init(&pool->call_lock, NULL);
+  pthread_mutex_init(&pool->lock, NULL);
+  pthread_cond_init(&pool->work_ready, NULL);
+  pthread_cond_init(&pool->work_done, NULL);
+  if (!pool->handles || !pool->workers) {
+    stop_workers(pool, 0);
+    return tfm_fail("thread pool: out of memory");
+  }
+  for (size_t i = 1; i < threads; i++) {
+    pool->workers[i] = (worker){pool, i};
+    int err = pthread_create(&pool->handles[i - 1], NULL, worker_main, &pool->workers[i]);
+    if (err) {
+      stop_workers(pool, i - 1);
+      return tfm_fail("thread pool: cannot start thread %zu of %zu: %s", i + 1, threads,
+                      strerror(err));
+    }
+  }
+  *out = pool;
+  return TFM_OK;
+}
+
+void tfm_pool_destroy(tfm_pool *pool) {
+  if (pool) stop_workers(pool, pool->threads - 1);
+}
+
+size_t tfm_pool_threads(const tfm_pool *pool) { return pool->threads; }
+
+int tfm_parallel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx) {
+  if (!pool || !fn) return tfm_fail("parallel_for: no pool or no function");
+  if (n == 0) return TFM_OK;
+  size_t chunks = n < pool->threads ? n : pool->threads;
+  if (inside_parallel_for || chunks == 1) {
+    fn(ctx, 0, n);
+    return TFM_OK;
+  }
+  pthread_mutex_lock(&pool->call_lock);
+  pthread_mutex_lock(&pool->lock);
+  pool->fn = fn;
+  pool->ctx = ctx;
+  pool->n = n;
+  pool->chunks = chunks;
+  pool->pending = chunks - 1;
+  pool->generation++;
+  pthread_cond_broadcast(&pool->work_ready);
+  pthread_mutex_unlock(&pool->lock);
+  run_chunk(pool, 0);
+  pthread_mutex_lock(&pool->lock);
+  while (pool->pending > 0) pthread_cond_wait(&pool->work_done, &pool->lock);
+  pthread_mutex_unlock(&pool->lock);
+  pthread_mutex_unlock(&pool->call_lock);
+  return TFM_OK;
+}
