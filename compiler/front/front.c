@@ -111,5 +111,11 @@ static Node *load_file(const char *path, const Node *from, const FrontOptions *o
 int front_load(const FrontOptions *opt, CheckedModel *m) {
   loaded = (NameMap){0};
   import_stack = (PtrVec){0};
+  if (opt->text) {
+    Node *program = parse_file(source_add_text(opt->path, opt->text, opt->text_len));
+    vec_push(&m->programs, program);
+    load_imports(program, opt->path, opt, m);
+    return 1;
+  }
   return load_file(opt->path, NULL, opt, m) != NULL;
 }

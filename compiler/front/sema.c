@@ -12,7 +12,8 @@
 #include "sema_internal.h"
 
 /* Bounds on compile-time work, so that no program can hang the compiler. */
-enum { MAX_STEPS = 20000000, MAX_CALL_DEPTH = 200 };
+/* The 6-layer base Transformer takes about 10,000 steps. */
+enum { MAX_STEPS = 2000000, MAX_CALL_DEPTH = 200 };
 
 CheckedModel *sema_model;
 const FrontOptions *sema_opt;
@@ -23,6 +24,22 @@ static Scope *config_scope;    /* config entries: what the model and train block
 static long steps;
 static int steps_reported;
 static PtrVec call_stack;      /* const Node* of the fn/layer bodies being evaluated */
+static PtrVec call_sites;      /* const Node* of the calls, parallel to call_stack */
+static PtrVec call_names;      /* const char*: "fn heads", parallel to call_stack */
+
+/* After an error inside inlined code: where each enclosing call came from,
+ * innermost first. */
+static void show_call_chain(void) {
+  enum { SHOWN = 6 };
+  for (int i = call_stack.len - 1, k = 0; i >= 0; i--, k++) {
+    if (k == SHOWN) {
+      diag_note((Span){0}, "... and %d more enclosing calls", i + 1);
+      break;
+    }
+    const Node *site = call_sites.items[i];
+    diag_note(site->span, "in %s, called here", (const char *)call_names.items[i]);
+  }
+}
 
 /* ------------------------------------------------------------------------ */
 /* Scopes and names                                                          */
@@ -417,7 +434,7 @@ static Value *match_type(Ctx *ctx, const Node *t, Value *v, const Node *vn, cons
     }
     return !strcmp(tn, "float") && v->kind == V_INT ? value_float((double)v->i) : v;
   }
-  DType dt;
+  DType dt = DT_F32;
   type_dtype(tn, &dt);
   if (is_number(v) && !t->b) {
     if (!dtype_is_float(dt) && v->kind == V_FLOAT) {
@@ -519,7 +536,15 @@ static int enter_call(const Node *def, const Node *call, const char *what) {
     return 0;
   }
   vec_push(&call_stack, (void *)def);
+  vec_push(&call_sites, (void *)call);
+  vec_push(&call_names, (void *)what);
   return 1;
+}
+
+static void leave_call(void) {
+  call_stack.len--;
+  call_sites.len--;
+  call_names.len--;
 }
 
 /* Binds the arguments of a call to the parameters of a definition in the
@@ -610,7 +635,7 @@ static Value *call_fn(const Node *def, Arg *args, int nargs, const Node *call) {
   Value *r = value_error();
   if (bind_args(&c, &def->params, args, nargs, call, callee))
     r = run_body(&c, def->c, def->t, call, callee);
-  call_stack.len--;
+  leave_call();
   return r;
 }
 
@@ -626,7 +651,7 @@ static Value *call_instance(Instance *inst, Arg *args, int nargs, const Node *ca
   Value *r = value_error();
   if (bind_args(&c, &inst->forward->params, args, nargs, call, callee))
     r = run_body(&c, inst->forward->c, inst->forward->t, call, callee);
-  call_stack.len--;
+  leave_call();
   return r;
 }
 
@@ -642,7 +667,7 @@ static Value *instantiate(Ctx *ctx, const Node *def, Arg *args, int nargs, const
   inst->scope = scope_new(global_scope);
   Ctx c = {.scope = inst->scope, .inst = inst, .where = callee};
   if (bind_args(&c, &def->params, args, nargs, call, callee)) exec_block(&c, def->c);
-  call_stack.len--;
+  leave_call();
   if (c.returned) diag_error(call->span, "%s: 'return' belongs in its fn (...) body", callee);
   vec_push(&ctx->inst->children, inst);
   Value *v = value_new(V_INSTANCE);
@@ -1064,10 +1089,13 @@ static Value *eval_lazy(ConfigEntry *e, Scope *s) {
   Ctx c = {.scope = s, .where = "the config"};
   Value *v = eval_expr(&c, e->expr);
   if (v->kind == V_INT) {
+    /* "d_model = 512 set at m.tfm:3:13, overridden by -D d_model=256" */
     Origin *o = pool_alloc(sizeof *o);
-    o->at = e->at;
-    o->what = pool_printf("%s = %" PRId64 " set at %s", e->name, v->i, span_str(e->at));
-    if (e->override) o->what = pool_printf("%s, overridden by %s", o->what, e->override);
+    o->at = e->override ? e->original_at : e->expr->span;
+    o->what = e->override
+                  ? pool_printf("%s = %s set at %s, overridden by %s", e->name, e->original,
+                                span_str(e->original_at), e->override)
+                  : pool_printf("%s = %" PRId64 " set at %s", e->name, v->i, span_str(o->at));
     v = value_int(v->i, o);
   }
   e->value = v;
@@ -1127,6 +1155,10 @@ static void override_entry(ConfigEntry *e, const Node *expr, const char *how) {
     diag_error(expr->span, "%s: '%s' is an integer, but the new value is %g", how, e->name, nv->f);
     diag_note(e->at, "'%s' is set here", e->name);
     return;
+  }
+  if (!e->override) {
+    e->original = old->kind == V_INT ? pool_printf("%" PRId64, old->i) : expr_text(e->expr);
+    e->original_at = e->expr->span;
   }
   e->expr = expr;
   e->override = how;
@@ -1284,7 +1316,8 @@ CheckedModel *sema_check(const FrontOptions *opt) {
   items = (NameMap){0};
   steps = 0;
   steps_reported = 0;
-  call_stack = (PtrVec){0};
+  call_stack = call_sites = call_names = (PtrVec){0};
+  diag_set_context_hook(show_call_chain);
   if (!front_load(opt, sema_model) || diag_stopped()) return NULL;
   register_items();
   global_scope = scope_new(NULL);
@@ -1342,7 +1375,7 @@ CheckedModel *sema_check(const FrontOptions *opt) {
     Ctx c = {.scope = rootinst->scope, .inst = rootinst, .allow_io = 1,
              .where = pool_printf("model %s", model->name)};
     exec_block(&c, model->c);
-    if (sema_model->outputs.len == 0 && !diag_stopped())
+    if (sema_model->outputs.len == 0 && diag_error_count() == 0)
       diag_error(model->span, "model %s has no output (add 'output loss = ...')", model->name);
     if (train && !diag_stopped()) check_train(train);
   }
@@ -1370,5 +1403,5 @@ void front_reset(void) {
   sema_model = NULL;
   global_scope = config_scope = NULL;
   items = (NameMap){0};
-  call_stack = (PtrVec){0};
+  call_stack = call_sites = call_names = (PtrVec){0};
 }

@@ -8,6 +8,8 @@
 
 typedef struct FrontOptions {
   const char *path;       /* the .tfm file */
+  const char *text;       /* its contents when already in memory (fuzzing), or NULL */
+  size_t text_len;
   PtrVec defines;         /* const char* "name=value" from -D */
   const char *variant;    /* --variant NAME or NULL */
   PtrVec include_dirs;    /* -I DIR, searched by import after the file's own folder */
@@ -19,6 +21,8 @@ typedef struct ConfigEntry {
   Span at;                /* the entry in the config block */
   const Node *expr;       /* the expression that gives its value */
   const char *override;   /* "-D d_model=256", "variant big", or NULL */
+  const char *original;   /* the value before the override, as text */
+  Span original_at;       /* where that value is written */
   Value *value;           /* after evaluation */
   int state;              /* 0 not evaluated, 1 evaluating (cycle check), 2 done */
 } ConfigEntry;
