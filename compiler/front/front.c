@@ -22,6 +22,7 @@ typedef struct Loaded {
 } Loaded;
 
 static NameMap loaded; /* canonical path -> Loaded* */
+static int load_errors; /* syntax errors, missing or cyclic imports, unreadable files */
 static PtrVec import_stack; /* Node* N_IMPORT currently being followed */
 
 static const char *dir_of(const char *path) {
@@ -65,6 +66,7 @@ static void load_imports(Node *program, const char *path, const FrontOptions *op
     }
     if (!found) {
       diag_error(item->span, "cannot find the imported file \"%s\"", name);
+      load_errors++;
       for (int k = 0; k < tried.len; k++) diag_note((Span){0}, "looked for %s", (char *)tried.items[k]);
       continue;
     }
@@ -81,6 +83,7 @@ static Node *load_file(const char *path, const Node *from, const FrontOptions *o
     Loaded *l = map_get(&loaded, canon);
     if (l && l->state == 1) {
       diag_error(from->span, "import cycle: \"%s\" is already being imported", from->sval);
+      load_errors++;
       for (int k = import_stack.len - 2; k >= 0; k--) {
         Node *imp = import_stack.items[k];
         diag_note(imp->span, "imported from here");
@@ -92,6 +95,7 @@ static Node *load_file(const char *path, const Node *from, const FrontOptions *o
   const char *err = NULL;
   int file = source_load(path, &err);
   if (!file) {
+    load_errors++;
     if (from) diag_error(from->span, "cannot read \"%s\": %s", path, err);
     else diag_error_noloc("cannot read %s: %s", path, err);
     return NULL;
@@ -100,7 +104,9 @@ static Node *load_file(const char *path, const Node *from, const FrontOptions *o
   l->canon = canon ? canon : pool_strdup(path);
   l->state = 1;
   map_put(&loaded, l->canon, l);
-  Node *program = parse_file(file);
+  int errors;
+  Node *program = parse_file(file, &errors);
+  load_errors += errors;
   l->program = program;
   vec_push(&m->programs, program);
   load_imports(program, path, opt, m);
@@ -111,11 +117,15 @@ static Node *load_file(const char *path, const Node *from, const FrontOptions *o
 int front_load(const FrontOptions *opt, CheckedModel *m) {
   loaded = (NameMap){0};
   import_stack = (PtrVec){0};
+  load_errors = 0;
   if (opt->text) {
-    Node *program = parse_file(source_add_text(opt->path, opt->text, opt->text_len));
+    int errors;
+    Node *program = parse_file(source_add_text(opt->path, opt->text, opt->text_len), &errors);
+    load_errors += errors;
     vec_push(&m->programs, program);
     load_imports(program, opt->path, opt, m);
-    return 1;
+  } else if (!load_file(opt->path, NULL, opt, m)) {
+    return 0;
   }
-  return load_file(opt->path, NULL, opt, m) != NULL;
+  return load_errors == 0;
 }

@@ -666,7 +666,11 @@ static Value *instantiate(Ctx *ctx, const Node *def, Arg *args, int nargs, const
   inst->at = call->span;
   inst->scope = scope_new(global_scope);
   Ctx c = {.scope = inst->scope, .inst = inst, .where = callee};
-  if (bind_args(&c, &def->params, args, nargs, call, callee)) exec_block(&c, def->c);
+  if (!bind_args(&c, &def->params, args, nargs, call, callee)) {
+    leave_call();
+    return value_error(); /* its uses stay silent */
+  }
+  exec_block(&c, def->c);
   leave_call();
   if (c.returned) diag_error(call->span, "%s: 'return' belongs in its fn (...) body", callee);
   vec_push(&ctx->inst->children, inst);
@@ -854,23 +858,27 @@ static void exec_let(Ctx *ctx, const Node *s) {
     diag_error(s->b->span, "the index in 'let name[index]' must be between 0 and 1000000");
     return;
   }
+  /* On an error the name is still bound (to the error value), so that its
+   * uses further on stay silent instead of each reporting an unknown name. */
   Value *v = NULL;
   const Node *e = s->a;
   if (e->kind == N_CALL) {
     Value *f = eval_expr(ctx, e->a);
-    if (f->kind == V_ERROR) return;
+    if (f->kind == V_ERROR) v = f;
     if (f->kind == V_LAYER) {
+      Arg *args;
+      int nargs;
       if (!ctx->inst) {
         diag_error(e->span, "layers are instantiated in a model or layer body, not in %s; pass "
                    "the instance in as an argument instead", ctx->where);
-        return;
+        v = value_error();
+      } else if ((nargs = eval_args(ctx, e, &args)) < 0) {
+        v = value_error();
+      } else {
+        const char *local = s->b ? pool_printf("%s.%" PRId64, s->name, index) : s->name;
+        const char *path = ctx->inst->path[0] ? pool_printf("%s.%s", ctx->inst->path, local) : local;
+        v = instantiate(ctx, f->def, args, nargs, e, path);
       }
-      Arg *args;
-      int nargs = eval_args(ctx, e, &args);
-      if (nargs < 0) return;
-      const char *local = s->b ? pool_printf("%s.%" PRId64, s->name, index) : s->name;
-      const char *path = ctx->inst->path[0] ? pool_printf("%s.%s", ctx->inst->path, local) : local;
-      v = instantiate(ctx, f->def, args, nargs, e, path);
     }
   }
   if (!v) v = eval_expr(ctx, e);
@@ -1274,8 +1282,9 @@ static void check_train(const Node *train) {
   const ModelIO *loss = NULL;
   for (int i = 0; i < sema_model->outputs.len; i++)
     if (!strcmp(((ModelIO *)sema_model->outputs.items[i])->name, "loss")) loss = sema_model->outputs.items[i];
-  if (!loss) diag_error(train->span, "train minimises the output named 'loss', but the model has none");
-  else if (loss->type.rank != 0 || !dtype_is_float(loss->type.dtype))
+  if (!loss && diag_error_count() == 0) /* else the output may be missing because of them */
+    diag_error(train->span, "train minimises the output named 'loss', but the model has none");
+  else if (loss && loss->type.rank != 0 || !dtype_is_float(loss->type.dtype))
     diag_error(loss->at, "the output 'loss' must be a float scalar to train on, got %s",
                tensor_type_str(&loss->type));
 }

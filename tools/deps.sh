@@ -1,0 +1,45 @@
+# Sourced by main.sh and test.sh: makes sure the build tools are installed.
+# Missing ones are installed with apt-get when running as root or with sudo;
+# otherwise the one apt-get line needed is printed and the script stops.
+
+# command -> Debian package
+tfm_needed_packages() {
+  local missing=()
+  command -v cc >/dev/null 2>&1 || missing+=(build-essential)
+  command -v cmake >/dev/null 2>&1 || missing+=(cmake)
+  command -v ninja >/dev/null 2>&1 || missing+=(ninja-build)
+  command -v flex >/dev/null 2>&1 || missing+=(flex)
+  command -v bison >/dev/null 2>&1 || missing+=(bison)
+  local llvm=""
+  for c in llvm-config llvm-config-18 llvm-config-17 llvm-config-16 llvm-config-15 \
+           llvm-config-14 /usr/lib/llvm-14/bin/llvm-config; do
+    command -v "$c" >/dev/null 2>&1 && llvm=$c && break
+  done
+  [ -n "$llvm" ] || missing+=(llvm-14-dev)
+  printf '%s\n' "${missing[@]}"
+}
+
+tfm_install_deps() {
+  local missing
+  mapfile -t missing < <(tfm_needed_packages | sed '/^$/d')
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  echo "tfm: installing missing packages: ${missing[*]}"
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+      sudo="sudo"
+    else
+      echo "tfm: these packages are missing; install them with:" >&2
+      echo "  sudo apt-get install -y ${missing[*]}" >&2
+      exit 1
+    fi
+  fi
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "tfm: apt-get not found; install these with your package manager: ${missing[*]}" >&2
+    exit 1
+  fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+}
+
+tfm_jobs() { nproc 2>/dev/null || echo 2; }

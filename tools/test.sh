@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds with warnings as errors and runs the whole test suite (ctest).
+# usage: tools/test.sh [--sanitize]   (--sanitize: an ASan+UBSan build, in build-asan/)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+. "$root/tools/deps.sh"
+tfm_install_deps
+build=$root/build-test
+flags=(-DTFM_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+if [ "${1:-}" = "--sanitize" ]; then
+  build=$root/build-asan
+  flags+=(-DTFM_SANITIZE=ON)
+  export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+elif [ -n "${1:-}" ]; then
+  echo "usage: tools/test.sh [--sanitize]" >&2
+  exit 2
+fi
+cmake -S "$root" -B "$build" -G Ninja "${flags[@]}" > "$build.configure.log" 2>&1 ||
+  { cat "$build.configure.log"; exit 1; }
+cmake --build "$build" -j "$(tfm_jobs)"
+# Slow tests (label "slow") are left out of the default suite: ctest -L slow runs them.
+ctest --test-dir "$build" -j "$(tfm_jobs)" --output-on-failure -LE slow
