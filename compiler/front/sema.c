@@ -1284,7 +1284,7 @@ static void check_train(const Node *train) {
     if (!strcmp(((ModelIO *)sema_model->outputs.items[i])->name, "loss")) loss = sema_model->outputs.items[i];
   if (!loss && diag_error_count() == 0) /* else the output may be missing because of them */
     diag_error(train->span, "train minimises the output named 'loss', but the model has none");
-  else if (loss && loss->type.rank != 0 || !dtype_is_float(loss->type.dtype))
+  else if (loss && (loss->type.rank != 0 || !dtype_is_float(loss->type.dtype)))
     diag_error(loss->at, "the output 'loss' must be a float scalar to train on, got %s",
                tensor_type_str(&loss->type));
 }
