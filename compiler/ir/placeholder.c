@@ -1,1 +1,0 @@
-/* replaced by the graph IR */ int tfm_ir_placeholder;

@@ -1,0 +1,306 @@
+/* The shape rules of ops.def: what each op accepts and what it produces. */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "graph_rules.h"
+
+/* Keeps every buffer size comfortably inside int64_t and size_t. */
+#define MAX_NUMEL ((int64_t)1 << 40)
+
+static bool fail(char *err, size_t size, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, size, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+typedef struct TypeText {
+  char text[160];
+} TypeText;
+
+static TypeText type_of(const GraphNode *n) {
+  TypeText t;
+  graph_format_type(t.text, sizeof t.text, n->dtype, &n->shape);
+  return t;
+}
+
+static const GraphNode *input(const Graph *g, const GraphNode *node, int i) {
+  return graph_node(g, node->inputs[i]);
+}
+
+static bool valid_dtype(GraphDtype d) { return d >= GRAPH_F32 && d <= GRAPH_BF16; }
+
+static bool check_shape(const GraphShape *s, char *err, size_t size) {
+  if (s->rank < 0 || s->rank > GRAPH_MAX_RANK)
+    return fail(err, size, "rank %d is outside 0..%d", s->rank, GRAPH_MAX_RANK);
+  int64_t numel = 1;
+  for (int i = 0; i < s->rank; i++) {
+    if (s->dims[i] < 1) return fail(err, size, "dimension %d has size %lld", i,
+                                    (long long)s->dims[i]);
+    if (s->dims[i] > MAX_NUMEL / numel) return fail(err, size, "the shape is too large");
+    numel *= s->dims[i];
+  }
+  return true;
+}
+
+static bool same_as_input(const Graph *g, GraphNode *node) {
+  const GraphNode *x = input(g, node, 0);
+  node->shape = x->shape;
+  node->dtype = x->dtype;
+  return true;
+}
+
+bool graph_rule_unary(const Graph *g, GraphNode *node, char *err, size_t size) {
+  (void)err, (void)size;
+  return same_as_input(g, node);
+}
+
+bool graph_rule_unary_float(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *x = input(g, node, 0);
+  if (!graph_dtype_is_float(x->dtype))
+    return fail(err, size, "needs a float input, got %s", type_of(x).text);
+  return same_as_input(g, node);
+}
+
+bool graph_rule_binary(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *a = input(g, node, 0), *b = input(g, node, 1);
+  if (a->dtype != b->dtype || !graph_shape_equal(&a->shape, &b->shape))
+    return fail(err, size, "operands %s and %s differ (the IR does not broadcast)",
+                type_of(a).text, type_of(b).text);
+  return same_as_input(g, node);
+}
+
+bool graph_rule_binary_float(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *a = input(g, node, 0);
+  if (!graph_dtype_is_float(a->dtype))
+    return fail(err, size, "needs float operands, got %s", type_of(a).text);
+  return graph_rule_binary(g, node, err, size);
+}
+
+bool graph_rule_compare(const Graph *g, GraphNode *node, char *err, size_t size) {
+  if (!graph_rule_binary(g, node, err, size)) return false;
+  node->dtype = GRAPH_I32;
+  return true;
+}
+
+bool graph_rule_select(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *c = input(g, node, 0), *a = input(g, node, 1), *b = input(g, node, 2);
+  if (c->dtype != GRAPH_I32 || !graph_shape_equal(&c->shape, &a->shape))
+    return fail(err, size, "the condition %s must be i32 with the shape of %s", type_of(c).text,
+                type_of(a).text);
+  if (a->dtype != b->dtype || !graph_shape_equal(&a->shape, &b->shape))
+    return fail(err, size, "the branches %s and %s differ", type_of(a).text, type_of(b).text);
+  node->shape = a->shape;
+  node->dtype = a->dtype;
+  return true;
+}
+
+bool graph_rule_cast(const Graph *g, GraphNode *node, char *err, size_t size) {
+  if (!valid_dtype(node->attrs.dtype)) return fail(err, size, "unknown target dtype");
+  node->shape = input(g, node, 0)->shape;
+  node->dtype = node->attrs.dtype;
+  return true;
+}
+
+bool graph_rule_reduce(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *x = input(g, node, 0);
+  uint32_t axes = node->attrs.axes;
+  if (x->shape.rank < 32 && (axes >> x->shape.rank) != 0)
+    return fail(err, size, "an axis is outside the rank of %s", type_of(x).text);
+  node->shape = x->shape;
+  node->dtype = x->dtype;
+  for (int i = 0; i < x->shape.rank; i++)
+    if (axes & (1u << i)) node->shape.dims[i] = 1;
+  return true;
+}
+
+bool graph_rule_reshape(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *x = input(g, node, 0);
+  if (!check_shape(&node->attrs.shape, err, size)) return false;
+  if (graph_shape_numel(&node->attrs.shape) != graph_shape_numel(&x->shape)) {
+    char target[160];
+    graph_format_type(target, sizeof target, x->dtype, &node->attrs.shape);
+    return fail(err, size, "cannot reshape %s to %s", type_of(x).text, target);
+  }
+  node->shape = node->attrs.shape;
+  node->dtype = x->dtype;
+  return true;
+}
+
+bool graph_rule_permute(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *x = input(g, node, 0);
+  bool seen[GRAPH_MAX_RANK] = {false};
+  node->shape.rank = x->shape.rank;
+  for (int i = 0; i < x->shape.rank; i++) {
+    int p = node->attrs.perm[i];
+    if (p < 0 || p >= x->shape.rank || seen[p])
+      return fail(err, size, "perm is not a permutation of the axes of %s", type_of(x).text);
+    seen[p] = true;
+    node->shape.dims[i] = x->shape.dims[p];
+  }
+  node->dtype = x->dtype;
+  return true;
+}
+
+bool graph_rule_broadcast(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *x = input(g, node, 0);
+  const GraphShape *to = &node->attrs.shape;
+  if (!check_shape(to, err, size)) return false;
+  int offset = to->rank - x->shape.rank;
+  bool ok = offset >= 0;
+  for (int i = 0; ok && i < x->shape.rank; i++)
+    ok = x->shape.dims[i] == 1 || x->shape.dims[i] == to->dims[i + offset];
+  if (!ok) {
+    char target[160];
+    graph_format_type(target, sizeof target, x->dtype, to);
+    return fail(err, size, "cannot broadcast %s to %s", type_of(x).text, target);
+  }
+  node->shape = *to;
+  node->dtype = x->dtype;
+  return true;
+}
+
+bool graph_rule_slice(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *x = input(g, node, 0);
+  const GraphAttrs *a = &node->attrs;
+  node->shape.rank = x->shape.rank;
+  for (int i = 0; i < x->shape.rank; i++) {
+    if (a->start[i] < 0 || a->start[i] >= a->stop[i] || a->stop[i] > x->shape.dims[i] ||
+        a->step[i] < 1)
+      return fail(err, size, "axis %d: start %lld, stop %lld, step %lld do not fit %s", i,
+                  (long long)a->start[i], (long long)a->stop[i], (long long)a->step[i],
+                  type_of(x).text);
+    node->shape.dims[i] = (a->stop[i] - a->start[i] + a->step[i] - 1) / a->step[i];
+  }
+  node->dtype = x->dtype;
+  return true;
+}
+
+bool graph_rule_concat(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *first = input(g, node, 0);
+  int axis = node->attrs.axis;
+  if (axis < 0 || axis >= first->shape.rank)
+    return fail(err, size, "axis %d is outside the rank of %s", axis, type_of(first).text);
+  node->shape = first->shape;
+  node->dtype = first->dtype;
+  for (int k = 1; k < node->num_inputs; k++) {
+    const GraphNode *x = input(g, node, k);
+    bool ok = x->dtype == first->dtype && x->shape.rank == first->shape.rank;
+    for (int i = 0; ok && i < x->shape.rank; i++)
+      ok = i == axis || x->shape.dims[i] == first->shape.dims[i];
+    if (!ok)
+      return fail(err, size, "%s and %s do not join along axis %d", type_of(first).text,
+                  type_of(x).text, axis);
+    node->shape.dims[axis] += x->shape.dims[axis];
+  }
+  return check_shape(&node->shape, err, size);
+}
+
+bool graph_rule_pad(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *x = input(g, node, 0);
+  const GraphAttrs *a = &node->attrs;
+  node->shape.rank = x->shape.rank;
+  for (int i = 0; i < x->shape.rank; i++) {
+    if (a->lo[i] < 0 || a->hi[i] < 0 || a->interior[i] < 0 || a->lo[i] > MAX_NUMEL ||
+        a->hi[i] > MAX_NUMEL || a->interior[i] > MAX_NUMEL)
+      return fail(err, size, "axis %d: padding must be between 0 and 2^40", i);
+    int64_t d = x->shape.dims[i];
+    int64_t out = a->lo[i] + a->hi[i] + d;
+    if (a->interior[i] > (MAX_NUMEL - out) / d) return fail(err, size, "the result is too large");
+    node->shape.dims[i] = out + (d - 1) * a->interior[i];
+  }
+  node->dtype = x->dtype;
+  return check_shape(&node->shape, err, size);
+}
+
+bool graph_rule_gather(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *table = input(g, node, 0), *idx = input(g, node, 1);
+  if (table->shape.rank != 2)
+    return fail(err, size, "the table %s must be [V, D]", type_of(table).text);
+  if (idx->dtype != GRAPH_I32 || idx->shape.rank >= GRAPH_MAX_RANK)
+    return fail(err, size, "the indices %s must be i32 of rank below %d", type_of(idx).text,
+                GRAPH_MAX_RANK);
+  node->shape = idx->shape;
+  node->shape.dims[node->shape.rank++] = table->shape.dims[1];
+  node->dtype = table->dtype;
+  return check_shape(&node->shape, err, size);
+}
+
+bool graph_rule_scatter_add(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *upd = input(g, node, 0), *idx = input(g, node, 1);
+  bool ok = idx->dtype == GRAPH_I32 && upd->shape.rank == idx->shape.rank + 1;
+  for (int i = 0; ok && i < idx->shape.rank; i++) ok = upd->shape.dims[i] == idx->shape.dims[i];
+  if (!ok)
+    return fail(err, size, "updates %s must be [..., D] over i32 indices [...], got %s",
+                type_of(upd).text, type_of(idx).text);
+  node->shape.rank = 2;
+  node->shape.dims[0] = node->attrs.rows;
+  node->shape.dims[1] = upd->shape.dims[upd->shape.rank - 1];
+  node->dtype = upd->dtype;
+  return check_shape(&node->shape, err, size);
+}
+
+bool graph_rule_dot(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *a = input(g, node, 0), *b = input(g, node, 1);
+  int ra = a->shape.rank, rb = b->shape.rank;
+  if (ra < 2 || rb < 2 || a->dtype != b->dtype || !graph_dtype_is_float(a->dtype))
+    return fail(err, size, "needs two float operands of rank >= 2 and one dtype, got %s and %s",
+                type_of(a).text, type_of(b).text);
+  bool batch_ok = ra == rb || ra == 2 || rb == 2;
+  for (int i = 0; batch_ok && ra == rb && i < ra - 2; i++)
+    batch_ok = a->shape.dims[i] == b->shape.dims[i];
+  int64_t m = a->shape.dims[ra - (node->attrs.transpose_a ? 1 : 2)];
+  int64_t ka = a->shape.dims[ra - (node->attrs.transpose_a ? 2 : 1)];
+  int64_t kb = b->shape.dims[rb - (node->attrs.transpose_b ? 1 : 2)];
+  int64_t n = b->shape.dims[rb - (node->attrs.transpose_b ? 2 : 1)];
+  if (!batch_ok || ka != kb)
+    return fail(err, size, "cannot contract %s%s with %s%s", type_of(a).text,
+                node->attrs.transpose_a ? " (transposed)" : "", type_of(b).text,
+                node->attrs.transpose_b ? " (transposed)" : "");
+  const GraphNode *batched = ra >= rb ? a : b;
+  node->shape = batched->shape;
+  node->shape.dims[node->shape.rank - 2] = m;
+  node->shape.dims[node->shape.rank - 1] = n;
+  node->dtype = a->dtype;
+  return check_shape(&node->shape, err, size);
+}
+
+static bool source(GraphNode *node, char *err, size_t size) {
+  if (!valid_dtype(node->attrs.dtype)) return fail(err, size, "unknown dtype");
+  if (!check_shape(&node->attrs.shape, err, size)) return false;
+  node->shape = node->attrs.shape;
+  node->dtype = node->attrs.dtype;
+  return true;
+}
+
+bool graph_rule_iota(const Graph *g, GraphNode *node, char *err, size_t size) {
+  (void)g;
+  if (!source(node, err, size)) return false;
+  if (node->attrs.axis < 0 || node->attrs.axis >= node->shape.rank)
+    return fail(err, size, "axis %d is outside rank %d", node->attrs.axis, node->shape.rank);
+  return true;
+}
+
+bool graph_rule_constant(const Graph *g, GraphNode *node, char *err, size_t size) {
+  (void)g;
+  if (!source(node, err, size)) return false;
+  int64_t n = graph_shape_numel(&node->shape);
+  if (node->attrs.num_values != 1 && node->attrs.num_values != n)
+    return fail(err, size, "%lld values for %lld elements", (long long)node->attrs.num_values,
+                (long long)n);
+  return true;
+}
+
+bool graph_rule_random(const Graph *g, GraphNode *node, char *err, size_t size) {
+  const GraphNode *offset = input(g, node, 0);
+  if (offset->dtype != GRAPH_I32 || offset->shape.rank != 0)
+    return fail(err, size, "the offset must be an i32 scalar, got %s", type_of(offset).text);
+  if (!graph_dtype_is_float(node->attrs.dtype)) return fail(err, size, "needs a float dtype");
+  return source(node, err, size);
+}
+
+bool graph_rule_leaf(const Graph *g, GraphNode *node, char *err, size_t size) {
+  (void)g;
+  return source(node, err, size);
+}

@@ -1,0 +1,47 @@
+/* The training graph: forward + backward + optimizer update in one graph,
+ * so one generated train_step does all three. */
+#ifndef TFM_TRAIN_H
+#define TFM_TRAIN_H
+
+#include "graph.h"
+
+typedef enum TrainOptimizer {
+  TRAIN_SGD,   /* v = momentum v + g; p -= lr v (plain SGD when momentum = 0) */
+  TRAIN_ADAM,  /* bias-corrected Adam (Kingma & Ba) */
+  TRAIN_ADAMW, /* Adam with decoupled weight decay (Loshchilov & Hutter) */
+} TrainOptimizer;
+
+typedef struct TrainConfig {
+  TrainOptimizer optimizer;
+  double momentum;     /* SGD */
+  double beta1, beta2; /* Adam, AdamW */
+  double eps;          /* Adam, AdamW: added to sqrt(v_hat) */
+  /* SGD and Adam: weight_decay * p is added to the gradient (L2);
+   * AdamW: p -= lr * weight_decay * p beside the Adam step. */
+  double weight_decay;
+  /* > 0: gradients are scaled by min(1, clip_norm / (norm + 1e-6)), norm
+   * being the L2 norm of all gradients together (as PyTorch's
+   * clip_grad_norm_). */
+  double clip_norm;
+  /* The learning rate: a float scalar node, usually an expression of
+   * train_step_input(g). */
+  GraphId lr;
+} TrainConfig;
+
+/* The i32 scalar input "step": the 1-based number of the update being made
+ * (the runtime feeds 1 on the first step). Created on the first call. */
+GraphId train_step_input(Graph *g);
+
+/* The schedule of Vaswani et al.:
+ * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), as an f32 scalar. */
+GraphId train_lr_warmup_rsqrt(Graph *g, double d_model, double warmup);
+
+/* Appends the gradients of `loss` with respect to every param of g, the
+ * gradient clipping and the optimizer update: creates the optimizer's
+ * moments as state nodes named "<optimizer slot>.<param name>" (e.g.
+ * "adam.m.encoder.0.wq"), adds an update for every param and state, and
+ * the outputs "lr" (and "grad_norm" when clipping). Returns false with
+ * graph_error(g) set on failure. */
+bool train_build(Graph *g, GraphId loss, const TrainConfig *config);
+
+#endif

@@ -1,0 +1,24 @@
+/* Graph-to-graph passes, one per file. Each reads `in` (unchanged) and
+ * returns a new graph with the same inputs, params, states, outputs and
+ * updates, nodes renumbered densely in topological order; or NULL with a
+ * message in err (when err_size > 0) if a node could not be rebuilt. */
+#ifndef TFM_PASS_H
+#define TFM_PASS_H
+
+#include "graph.h"
+
+/* Evaluates nodes whose inputs are all constants (small results, or any
+ * size when the result is a splat). */
+Graph *pass_fold(const Graph *in, char *err, size_t err_size);
+/* Algebraic identities: x*1, x+0, x-0, x/1, neg(neg x), composed and
+ * identity permutes, reshape of reshape, broadcast of broadcast and of
+ * splat constants, no-op casts, slices, pads and reductions, and a
+ * transpose of the last two axes folded into dot's transpose flag. */
+Graph *pass_simplify(const Graph *in, char *err, size_t err_size);
+/* Merges structurally equal nodes (same op, attributes and inputs). */
+Graph *pass_cse(const Graph *in, char *err, size_t err_size);
+/* Drops nodes that no output or update depends on; inputs, params and
+ * states always stay. */
+Graph *pass_dce(const Graph *in, char *err, size_t err_size);
+
+#endif

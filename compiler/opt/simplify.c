@@ -1,0 +1,133 @@
+/* Algebraic simplification. Nodes are visited in order, so a rule sees
+ * inputs that are already simplified and chains collapse in one sweep. */
+#include "pass.h"
+#include "rewrite.h"
+
+static bool is_splat_of(const Graph *g, GraphId id, double value) {
+  double v;
+  return graph_constant_is_splat(graph_node(g, id), &v) && v == value;
+}
+
+static bool is_identity_perm(const int *perm, int rank) {
+  for (int i = 0; i < rank; i++)
+    if (perm[i] != i) return false;
+  return true;
+}
+
+/* Whether `n` is a permute that only swaps the last two axes. */
+static bool is_last_two_swap(const GraphNode *n) {
+  int r = n->shape.rank;
+  if (n->op != GRAPH_OP_PERMUTE || r < 2) return false;
+  for (int i = 0; i < r - 2; i++)
+    if (n->attrs.perm[i] != i) return false;
+  return n->attrs.perm[r - 2] == r - 1 && n->attrs.perm[r - 1] == r - 2;
+}
+
+static bool is_full_slice(const GraphNode *node, const GraphNode *x) {
+  for (int i = 0; i < x->shape.rank; i++)
+    if (node->attrs.start[i] != 0 || node->attrs.stop[i] != x->shape.dims[i] ||
+        node->attrs.step[i] != 1)
+      return false;
+  return true;
+}
+
+static bool is_empty_pad(const GraphNode *node, const GraphNode *x) {
+  for (int i = 0; i < x->shape.rank; i++)
+    if (node->attrs.lo[i] || node->attrs.hi[i] || node->attrs.interior[i]) return false;
+  return true;
+}
+
+static bool reduces_only_unit_axes(const GraphNode *node, const GraphNode *x) {
+  for (int i = 0; i < x->shape.rank; i++)
+    if ((node->attrs.axes & (1u << i)) && x->shape.dims[i] != 1) return false;
+  return true;
+}
+
+/* The simplified replacement of `node` given its mapped inputs `in`, or
+ * GRAPH_NONE to copy it unchanged. */
+static GraphId simplify_node(Graph *out, const GraphNode *node, const GraphId *in) {
+  const GraphNode *x = node->num_inputs ? graph_node(out, in[0]) : NULL;
+  switch (node->op) {
+  case GRAPH_OP_MUL:
+    if (is_splat_of(out, in[1], 1.0)) return in[0];
+    if (is_splat_of(out, in[0], 1.0)) return in[1];
+    break;
+  case GRAPH_OP_ADD:
+    if (is_splat_of(out, in[1], 0.0)) return in[0];
+    if (is_splat_of(out, in[0], 0.0)) return in[1];
+    break;
+  case GRAPH_OP_SUB:
+    if (is_splat_of(out, in[1], 0.0)) return in[0];
+    break;
+  case GRAPH_OP_DIV:
+    if (is_splat_of(out, in[1], 1.0)) return in[0];
+    break;
+  case GRAPH_OP_NEG:
+    if (x->op == GRAPH_OP_NEG) return x->inputs[0];
+    break;
+  case GRAPH_OP_CAST:
+    if (x->dtype == node->attrs.dtype) return in[0];
+    break;
+  case GRAPH_OP_PERMUTE: {
+    int rank = x->shape.rank;
+    if (is_identity_perm(node->attrs.perm, rank)) return in[0];
+    if (x->op == GRAPH_OP_PERMUTE) {
+      /* z = permute(permute(w, p), q): axis i of z is axis p[q[i]] of w */
+      int composed[GRAPH_MAX_RANK];
+      for (int i = 0; i < rank; i++) composed[i] = x->attrs.perm[node->attrs.perm[i]];
+      GraphId w = x->inputs[0];
+      return is_identity_perm(composed, rank) ? w : graph_permute(out, w, composed);
+    }
+    break;
+  }
+  case GRAPH_OP_RESHAPE:
+    if (graph_shape_equal(&x->shape, &node->attrs.shape)) return in[0];
+    if (x->op == GRAPH_OP_RESHAPE) {
+      GraphId w = x->inputs[0];
+      const GraphNode *wn = graph_node(out, w);
+      if (graph_shape_equal(&wn->shape, &node->attrs.shape)) return w;
+      return graph_reshape(out, w, node->attrs.shape);
+    }
+    break;
+  case GRAPH_OP_BROADCAST: {
+    double value;
+    if (graph_shape_equal(&x->shape, &node->attrs.shape)) return in[0];
+    if (graph_constant_is_splat(x, &value))
+      return graph_splat(out, x->dtype, node->attrs.shape, value);
+    /* right-aligned broadcasts compose into one */
+    if (x->op == GRAPH_OP_BROADCAST) return graph_broadcast(out, x->inputs[0], node->attrs.shape);
+    break;
+  }
+  case GRAPH_OP_SLICE:
+    if (is_full_slice(node, x)) return in[0];
+    break;
+  case GRAPH_OP_PAD:
+    if (is_empty_pad(node, x)) return in[0];
+    break;
+  case GRAPH_OP_REDUCE_SUM:
+  case GRAPH_OP_REDUCE_MAX:
+    if (reduces_only_unit_axes(node, x)) return in[0];
+    break;
+  case GRAPH_OP_DOT: {
+    const GraphNode *a = x, *b = graph_node(out, in[1]);
+    bool swap_a = is_last_two_swap(a), swap_b = is_last_two_swap(b);
+    if (swap_a || swap_b)
+      return graph_dot(out, swap_a ? a->inputs[0] : in[0], swap_b ? b->inputs[0] : in[1],
+                       node->attrs.transpose_a != swap_a, node->attrs.transpose_b != swap_b);
+    break;
+  }
+  default: break;
+  }
+  return GRAPH_NONE;
+}
+
+Graph *pass_simplify(const Graph *in, char *err, size_t err_size) {
+  PassRewrite r;
+  if (!pass_rewrite_begin(&r, in, err, err_size)) return NULL;
+  for (GraphId id = 0; id < graph_count(in); id++) {
+    const GraphNode *node = graph_node(in, id);
+    GraphId simpler = simplify_node(r.out, node, pass_rewrite_inputs(&r, id));
+    r.map[id] = simpler != GRAPH_NONE ? simpler : pass_rewrite_copy(&r, id);
+  }
+  return pass_rewrite_finish(&r, err, err_size);
+}
