@@ -11,6 +11,14 @@
 /* ------------------------------------------------------------------------ */
 /* Argument matching                                                         */
 
+/* The parameters for messages: "x ?axis" is shown as "x, axis (optional)". */
+static const char *params_shown(const char *const *names, const int *optional, int n) {
+  const char *shown = n ? "" : "nothing";
+  for (int k = 0; k < n; k++)
+    shown = pool_printf("%s%s%s%s", shown, k ? ", " : "", names[k], optional[k] ? " (optional)" : "");
+  return shown;
+}
+
 /* Fills out[i] for each name in `params` (NULL when an optional one is
  * absent). Reports and returns 0 on a missing, unknown or repeated one. */
 static int get_args(const Node *call, const char *fname, const char *params, Arg *args, int nargs,
@@ -42,19 +50,24 @@ static int get_args(const Node *call, const char *fname, const char *params, Arg
     int k = 0;
     while (k < n && strcmp(names[k], args[i].name)) k++;
     if (k == n) {
-      diag_error(args[i].node->span, "%s has no parameter named '%s' (it takes: %s)", fname,
-                 args[i].name, params);
+      const char *hint = NULL;
+      for (int j = 0; j < n && !hint; j++)
+        if (name_is_typo_of(args[i].name, names[j])) hint = names[j];
+      diag_error(args[i].at, "%s has no parameter named '%s' (it takes: %s)%s", fname,
+                 args[i].name, params_shown(names, optional, n),
+                 hint ? pool_printf("; did you mean '%s'?", hint) : "");
       return 0;
     }
     if (out[k]) {
-      diag_error(args[i].node->span, "argument '%s' of %s is given twice", names[k], fname);
+      diag_error(args[i].at, "argument '%s' of %s is given twice", names[k], fname);
       return 0;
     }
     out[k] = &args[i];
   }
   for (int k = 0; k < n; k++)
     if (!out[k] && !optional[k]) {
-      diag_error(call->span, "%s: missing argument '%s' (it takes: %s)", fname, names[k], params);
+      diag_error(call->span, "%s: missing argument '%s' (it takes: %s)", fname, names[k],
+                 params_shown(names, optional, n));
       return 0;
     }
   return 1;
@@ -299,17 +312,17 @@ static Value *fn_reshape(const Node *call, Arg *args, int nargs) {
   const Value *x = tensor_arg(a[0], "reshape", "x");
   if (!x || !int_list_arg(a[1], "reshape", "the shape", dims, org, &n)) return value_error();
   int64_t known = 1, total = tensor_numel(&x->t);
-  int infer = -1;
+  int infer = -1, overflow = 0;
   for (int i = 0; i < n; i++) {
     if (dims[i] == -1 && infer < 0) {
       infer = i;
       continue;
     }
     if (!check_dim(dims[i], a[1]->node)) return value_error();
-    if (dims[i] > total) known = total + 1; /* certainly too many; avoids overflow */
-    else known *= dims[i];
-    if (known > total) break;
+    /* Eight dimensions of up to 2^40 each can overflow the count. */
+    if (!overflow && __builtin_mul_overflow(known, dims[i], &known)) overflow = 1;
   }
+  if (overflow) known = total + 1;
   if (infer >= 0) {
     if (known == 0 || total % known) {
       diag_error(call->span, "reshape: %s has %" PRId64 " elements, which do not divide into the "
@@ -325,7 +338,7 @@ static Value *fn_reshape(const Node *call, Arg *args, int nargs) {
     memcpy(want.dims, dims, sizeof(int64_t) * (size_t)n);
     diag_error(call->span, "reshape: %s (%s) has %" PRId64 " elements, but the shape %s asks for %s",
                tensor_type_str(&x->t), expr_text(a[0]->node), total, expr_text(a[1]->node),
-               known > total ? "more" : pool_printf("%" PRId64, known));
+               overflow ? "more than 2^63" : pool_printf("%" PRId64, known));
     return value_error();
   }
   TensorType t = {.dtype = x->t.dtype, .rank = n};

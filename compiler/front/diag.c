@@ -7,9 +7,9 @@ static FILE *stream;
 static int errors;
 static int stopped;
 static int last_error_shown; /* notes attach to the last shown error */
-static void (*context_hook)(void);
+static void (*context_hook)(Span at);
 
-void diag_set_context_hook(void (*hook)(void)) { context_hook = hook; }
+void diag_set_context_hook(void (*hook)(Span at)) { context_hook = hook; }
 
 void diag_set_stream(FILE *out) { stream = out; }
 static FILE *out(void) { return stream ? stream : stderr; }
@@ -55,7 +55,7 @@ void diag_error(Span at, const char *fmt, ...) {
   emit("error", at, fmt, ap);
   va_end(ap);
   last_error_shown = 1;
-  if (context_hook) context_hook();
+  if (context_hook) context_hook(at);
   if (errors >= DIAG_MAX_ERRORS) {
     fprintf(out(), "tfmc: too many errors (%d), stopping\n", errors);
     stopped = 1;

@@ -14,9 +14,10 @@ void diag_error(Span at, const char *fmt, ...) __attribute__((format(printf, 2, 
 void diag_note(Span at, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* An error with no source position (command line, I/O): "tfmc: error: ...". */
 void diag_error_noloc(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Called after each error's source line, to add context notes (the checker
- * uses it to show the chain of inlined calls that led to the error). */
-void diag_set_context_hook(void (*hook)(void));
+/* Called with the error's span after each error's source line, to add
+ * context notes (the checker uses it to show the chain of inlined calls that
+ * led to the error). */
+void diag_set_context_hook(void (*hook)(Span at));
 int diag_error_count(void);
 int diag_stopped(void);
 void diag_set_stream(FILE *out);

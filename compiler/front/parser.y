@@ -4,6 +4,7 @@
 %define api.prefix {tfm_yy}
 %define api.location.type {Span}
 %define parse.error custom
+%define parse.lac full
 %locations
 %param {void *scanner}
 %parse-param {Node **result}
@@ -16,8 +17,9 @@
 %code provides {
 int tfm_yylex(TFM_YYSTYPE *lval, Span *lloc, void *scanner);
 /* Parses one source file already registered with source_add/source_load.
- * Returns the N_PROGRAM (possibly partial); errors go through diag. */
-Node *parse_file(int file);
+ * Returns the N_PROGRAM (possibly partial); errors go through diag and
+ * *errors receives how many the scanner and the parser reported. */
+Node *parse_file(int file, int *errors);
 }
 
 %code {
@@ -50,8 +52,8 @@ Node *parse_file(int file);
   } while (0)
 
 static void tfm_yyerror(Span *loc, void *scanner, Node **result, const char *msg) {
-  (void)scanner;
   (void)result;
+  tfm_yyget_extra(scanner)->errors++;
   if (strcmp(msg, "memory exhausted") == 0)
     diag_error(*loc, "program is nested too deeply for the parser");
   else
@@ -343,8 +345,9 @@ arg
 /* "expected X or Y, found Z": names the token found and up to four that
  * would have been accepted. */
 static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, Node **result) {
-  (void)scanner;
   (void)result;
+  struct LexState *state = tfm_yyget_extra(scanner);
+  state->errors++;
   enum { MAX_EXPECTED = 4 };
   yysymbol_kind_t expected[MAX_EXPECTED + 1];
   int n = yypcontext_expected_tokens(ctx, expected, MAX_EXPECTED + 1);
@@ -363,12 +366,19 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, void *scanner, Node **
                               yysymbol_name(expected[i]));
   }
   diag_error(*yypcontext_location(ctx), "%s", msg);
+  if (found == YYSYMBOL_YYEOF && state->open_depth > 0 && state->open_depth <= LEX_MAX_OPEN) {
+    Span open = state->open[state->open_depth - 1];
+    size_t len;
+    const char *line = source_line(open.file, open.line, &len);
+    char c = (size_t)open.col <= len ? line[open.col - 1] : '(';
+    diag_note(open, "the '%c' opened here is not closed", c);
+  }
   return 0;
 }
 
-Node *parse_file(int file) {
+Node *parse_file(int file, int *errors) {
   const SourceFile *f = source_get(file);
-  struct LexState state = {file, 1, 1};
+  struct LexState state = {.file = file, .line = 1, .col = 1};
   yyscan_t scanner;
   tfm_yylex_init_extra(&state, &scanner);
   YY_BUFFER_STATE buf = tfm_yy_scan_bytes(f->text, (int)f->len, scanner);
@@ -376,6 +386,7 @@ Node *parse_file(int file) {
   tfm_yyparse(scanner, &program);
   tfm_yy_delete_buffer(buf, scanner);
   tfm_yylex_destroy(scanner);
+  *errors = state.errors;
   if (!program) program = leaf(N_PROGRAM, (Span){0});
   program->span = (Span){file, 1, 1, 1, 1};
   return program;

@@ -27,11 +27,19 @@ static PtrVec call_stack;      /* const Node* of the fn/layer bodies being evalu
 static PtrVec call_sites;      /* const Node* of the calls, parallel to call_stack */
 static PtrVec call_names;      /* const char*: "fn heads", parallel to call_stack */
 
+static int span_within(Span in, Span out) {
+  return in.file == out.file && (in.line > out.line || (in.line == out.line && in.col >= out.col)) &&
+         (in.line < out.end_line || (in.line == out.end_line && in.col <= out.end_col));
+}
+
 /* After an error inside inlined code: where each enclosing call came from,
- * innermost first. */
-static void show_call_chain(void) {
+ * innermost first. An error in the innermost call itself (its arguments)
+ * needs no note that repeats its position. */
+static void show_call_chain(Span at) {
   enum { SHOWN = 6 };
-  for (int i = call_stack.len - 1, k = 0; i >= 0; i--, k++) {
+  int top = call_stack.len - 1;
+  if (top >= 0 && span_within(at, ((const Node *)call_sites.items[top])->span)) top--;
+  for (int i = top, k = 0; i >= 0; i--, k++) {
     if (k == SHOWN) {
       diag_note((Span){0}, "... and %d more enclosing calls", i + 1);
       break;
@@ -115,6 +123,17 @@ static void consider(const char *name, const char *cand, const char **best, int 
   }
 }
 
+/* The largest edit distance at which a name still looks like a typo of
+ * another. Any two one-letter names are one edit apart, so those get none. */
+static int typo_limit(const char *name) {
+  int len = (int)strlen(name);
+  return len <= 1 ? 0 : len <= 3 ? 1 : len / 3 + 1;
+}
+
+int name_is_typo_of(const char *name, const char *cand) {
+  return edit_distance(name, cand) <= typo_limit(name);
+}
+
 /* The closest visible name, when it is close enough to be a likely typo. */
 static const char *suggest(Scope *s, const char *name) {
   const char *best = NULL;
@@ -127,17 +146,16 @@ static const char *suggest(Scope *s, const char *name) {
       for (int i = 0; i < items.cap; i++) consider(name, items.keys[i], &best, &best_d);
   }
   for (int id = 0; builtin_name(id); id++) consider(name, builtin_name(id), &best, &best_d);
-  int len = (int)strlen(name);
-  int limit = len <= 3 ? 1 : len / 3 + 1;
-  return best_d <= limit ? best : NULL;
+  return best_d <= typo_limit(name) ? best : NULL;
 }
 
-static void report_unknown(Scope *s, const Node *n, const char *name, const char *what) {
+/* `tail` follows the message (and the hint), e.g. advice on what to write. */
+static void report_unknown(Scope *s, const Node *n, const char *name, const char *tail) {
   const char *hint = suggest(s, name);
   if (hint)
-    diag_error(n->span, "unknown %s '%s'; did you mean '%s'?", what, name, hint);
+    diag_error(n->span, "unknown name '%s'; did you mean '%s'?%s", name, hint, tail);
   else
-    diag_error(n->span, "unknown %s '%s'", what, name);
+    diag_error(n->span, "unknown name '%s'%s", name, tail);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -405,7 +423,14 @@ static int decl_type(Ctx *ctx, const Node *t, TensorType *out) {
     }
     Value *v = eval_expr(ctx, d);
     int64_t x;
-    if (!want_int(v, d, "a tensor dimension", &x) || !check_dim(x, d)) {
+    if (!want_int(v, d, "a tensor dimension", &x)) {
+      ok = 0;
+      continue;
+    }
+    if (!check_dim(x, d)) {
+      /* The value may come from far away: a config entry or a -D override. */
+      if (d->kind != N_INT && v->origin && v->origin->what)
+        diag_note(v->origin->at, "%s is %s", expr_text(d), v->origin->what);
       ok = 0;
       continue;
     }
@@ -503,11 +528,14 @@ static Value *match_type(Ctx *ctx, const Node *t, Value *v, const Node *vn, cons
     int64_t w;
     if (!want_int(want, d, "a tensor dimension", &w)) return value_error();
     if (w != v->t.dims[axis]) {
-      diag_error(vn->span, "%s: dimension %d is %" PRId64 ", but %s requires %s = %" PRId64
-                 " (the value has type %s)", what, axis, v->t.dims[axis], expr_text(t),
-                 expr_text(d), w, tensor_type_str(&v->t));
+      /* A literal needs no "'4' = 4" and no note on where it came from. */
+      const char *req = d->kind == N_INT ? pool_printf("%" PRId64, w)
+                                         : pool_printf("%s = %" PRId64, expr_text(d), w);
+      diag_error(vn->span, "%s: dimension %d is %" PRId64 ", but %s requires %s (the value "
+                 "has type %s)", what, axis, v->t.dims[axis], expr_text(t), req,
+                 tensor_type_str(&v->t));
       note_dims(vn, &v->t, axis);
-      if (want->origin && want->origin->what)
+      if (d->kind != N_INT && want->origin && want->origin->what)
         diag_note(want->origin->at, "%s is %s", expr_text(d), want->origin->what);
       return value_error();
     }
@@ -573,10 +601,18 @@ static int bind_args(Ctx *ctx, const PtrVec *params, Arg *args, int nargs, const
     for (int k = 0; k < params->len; k++)
       if (!strcmp(((Node *)params->items[k])->name, args[i].name)) found = k;
     if (found < 0) {
-      diag_error(args[i].node->span, "%s has no parameter named '%s'", callee, args[i].name);
+      const char *names = "", *hint = NULL;
+      for (int k = 0; k < params->len; k++) {
+        const char *pn = ((Node *)params->items[k])->name;
+        names = pool_printf("%s%s%s", names, k ? ", " : "", pn);
+        if (!hint && name_is_typo_of(args[i].name, pn)) hint = pn;
+      }
+      diag_error(args[i].at, "%s has no parameter named '%s' (it takes: %s)%s", callee,
+                 args[i].name, params->len ? names : "nothing",
+                 hint ? pool_printf("; did you mean '%s'?", hint) : "");
       ok = 0;
     } else if (given[found]) {
-      diag_error(args[i].node->span, "argument '%s' of %s is given twice", args[i].name, callee);
+      diag_error(args[i].at, "argument '%s' of %s is given twice", args[i].name, callee);
       ok = 0;
     } else {
       given[found] = &args[i];
@@ -624,7 +660,8 @@ static Value *run_body(Ctx *ctx, const Node *body, const Node *ret_type, const N
     return value_error();
   }
   if (ret_type && r->kind != V_ERROR)
-    r = match_type(ctx, ret_type, r, call, pool_printf("the result of %s", callee));
+    r = match_type(ctx, ret_type, r, ctx->returned_at ? ctx->returned_at : call,
+                   pool_printf("the result of %s", callee));
   return r;
 }
 
@@ -686,6 +723,7 @@ static int eval_args(Ctx *ctx, const Node *call, Arg **out) {
     const Node *a = call->list.items[i];
     args[i].name = a->name;
     args[i].node = a->a;
+    args[i].at = a->name ? span_join(a->span, a->a->span) : a->a->span;
     args[i].value = eval_expr(ctx, a->a);
     if (args[i].value->kind == V_ERROR) ok = 0;
   }
@@ -726,8 +764,24 @@ static Value *eval_member(Ctx *ctx, const Node *n) {
   }
   Binding *b = scope_find_here(a->inst->scope, n->name);
   if (!b || (b->kind != B_PARAM && b->kind != B_INSTANCE)) {
-    diag_error(n->span, "%s (layer %s) has no parameter or sub-layer '%s'", expr_text(n->a),
-               a->inst->def ? a->inst->def->name : "?", n->name);
+    /* Point at the member's name, the last thing in `a.name`. */
+    Span at = n->span;
+    if (at.line == at.end_line && at.end_col - (int)strlen(n->name) + 1 > at.col)
+      at.col = at.end_col - (int)strlen(n->name) + 1;
+    const char *best = NULL;
+    int best_d = 99;
+    const NameMap *names = &a->inst->scope->names;
+    for (int i = 0; i < names->cap; i++) {
+      const Binding *m = names->keys[i] ? names->vals[i] : NULL;
+      if (m && (m->kind == B_PARAM || m->kind == B_INSTANCE)) consider(n->name, m->name, &best, &best_d);
+    }
+    const char *layer = a->inst->def ? a->inst->def->name : "?";
+    if (best && best_d <= typo_limit(n->name))
+      diag_error(at, "%s (layer %s) has no parameter or sub-layer '%s'; did you mean '%s'?",
+                 expr_text(n->a), layer, n->name, best);
+    else
+      diag_error(at, "%s (layer %s) has no parameter or sub-layer '%s'", expr_text(n->a), layer,
+                 n->name);
     return value_error();
   }
   return b->value;
@@ -768,7 +822,7 @@ Value *eval_expr(Ctx *ctx, const Node *n) {
     case N_NAME: {
       Binding *b = lookup(ctx->scope, n->name);
       if (!b) {
-        report_unknown(ctx->scope, n, n->name, "name");
+        report_unknown(ctx->scope, n, n->name, "");
         return value_error();
       }
       return b->value;
@@ -800,30 +854,48 @@ Value *eval_expr(Ctx *ctx, const Node *n) {
 /* ------------------------------------------------------------------------ */
 /* Statements                                                                */
 
-static void declare_param(Ctx *ctx, const Node *s) {
+/* After an error in a declaration its names still exist, bound to an error
+ * value, so that their uses are not reported as unknown names too. */
+static void bind_failed(Scope *scope, const char *name, Span at) {
+  if (!scope_find_here(scope, name)) bind(scope, name, value_error(), at, B_LET);
+}
+
+static int check_param(Ctx *ctx, const Node *s, TensorType *t, Value **init) {
   if (!ctx->inst) {
     diag_error(s->span, "'param' is allowed only in a layer or model body, not in %s", ctx->where);
-    return;
+    return 0;
   }
-  TensorType t;
-  if (!decl_type(ctx, s->t, &t)) return;
-  Value *init = NULL;
+  if (!decl_type(ctx, s->t, t)) return 0;
   if (!s->a) {
     diag_error(s->span, "param needs an initialiser, e.g. '= xavier_uniform', '= zeros' or "
                "'= normal(0, 0.02)'");
-    return;
+    return 0;
   }
-  init = eval_expr(ctx, s->a);
-  if (init->kind == V_ERROR) return;
-  if (init->kind != V_INIT) {
+  *init = eval_expr(ctx, s->a);
+  if ((*init)->kind == V_ERROR) return 0;
+  if ((*init)->kind != V_INIT) {
     diag_error(s->a->span, "%s is %s, not an initialiser (zeros, ones, constant(v), "
                "normal(mean, std), uniform(lo, hi), xavier_uniform, xavier_normal)",
-               expr_text(s->a), value_kind_name(init));
-    return;
+               expr_text(s->a), value_kind_name(*init));
+    return 0;
   }
-  if (t.rank < 2 && (!strcmp(init->s, "xavier_uniform") || !strcmp(init->s, "xavier_normal"))) {
+  const char *kind = (*init)->s;
+  if (t->rank < 2 && (!strcmp(kind, "xavier_uniform") || !strcmp(kind, "xavier_normal"))) {
     diag_error(s->a->span, "%s needs a parameter of rank 2 or more (fan-in and fan-out), "
-               "this one is %s", init->s, tensor_type_str(&t));
+               "this one is %s", kind, tensor_type_str(t));
+    return 0;
+  }
+  return 1;
+}
+
+static void declare_param(Ctx *ctx, const Node *s) {
+  TensorType t;
+  Value *init = NULL;
+  if (!check_param(ctx, s, &t, &init)) {
+    for (int i = 0; i < s->list.len; i++) {
+      const Node *nm = s->list.items[i];
+      bind_failed(ctx->scope, nm->name, nm->span);
+    }
     return;
   }
   for (int i = 0; i < s->list.len; i++) {
@@ -917,15 +989,14 @@ static void exec_let(Ctx *ctx, const Node *s) {
 static void exec_assign(Ctx *ctx, const Node *s) {
   Value *v = eval_expr(ctx, s->a);
   for (Scope *sc = ctx->scope; sc; sc = sc->parent) {
-    Binding *b = scope_find_here(sc, s->name);
-    if (!b) {
-      if (sc->lazy && map_get(&sc->lazy_index, s->name)) {
-        diag_error(s->span, "cannot assign to the config value '%s'; override it with -D %s=...",
-                   s->name, s->name);
-        return;
-      }
-      continue;
+    /* A config value already used is bound in its scope too: check first. */
+    if (sc->lazy && map_get(&sc->lazy_index, s->name)) {
+      diag_error(s->span, "cannot assign to the config value '%s'; override it with -D %s=...",
+                 s->name, s->name);
+      return;
     }
+    Binding *b = scope_find_here(sc, s->name);
+    if (!b) continue;
     if (b->kind != B_LET && b->kind != B_ARG && b->kind != B_INPUT) {
       static const char *const what[] = {
           [B_PARAM] = "a parameter", [B_LOOP] = "a loop variable", [B_INSTANCE] = "a layer instance",
@@ -937,7 +1008,8 @@ static void exec_assign(Ctx *ctx, const Node *s) {
     b->value = v;
     return;
   }
-  report_unknown(ctx->scope, s, s->name, "name (use 'let' to define it)");
+  report_unknown(ctx->scope, s, s->name,
+                 pool_printf(" (write 'let %s = ...' to define a new name)", s->name));
 }
 
 static void exec_input(Ctx *ctx, const Node *s) {
@@ -946,7 +1018,10 @@ static void exec_input(Ctx *ctx, const Node *s) {
     return;
   }
   TensorType t;
-  if (!decl_type(ctx, s->t, &t)) return;
+  if (!decl_type(ctx, s->t, &t)) {
+    bind_failed(ctx->scope, s->name, s->span);
+    return;
+  }
   for (int i = 0; i < sema_model->inputs.len; i++) {
     ModelIO *io = sema_model->inputs.items[i];
     if (!strcmp(io->name, s->name)) {
@@ -979,7 +1054,7 @@ static void exec_output(Ctx *ctx, const Node *s) {
   } else {
     Binding *b = lookup(ctx->scope, s->name);
     if (!b) {
-      report_unknown(ctx->scope, s, s->name, "name");
+      report_unknown(ctx->scope, s, s->name, "");
       return;
     }
     v = b->value;
@@ -1017,6 +1092,7 @@ static void exec_nested(Ctx *ctx, const Node *block, Scope *scope) {
   inner.scope = scope;
   exec_block(&inner, block);
   ctx->returned = inner.returned;
+  ctx->returned_at = inner.returned_at;
 }
 
 static void exec_stmt(Ctx *ctx, const Node *s) {
@@ -1043,7 +1119,11 @@ static void exec_stmt(Ctx *ctx, const Node *s) {
       if (!want_int(eval_expr(ctx, s->a), s->a, "the start of a for range", &lo) ||
           !want_int(eval_expr(ctx, s->b), s->b, "the end of a for range", &hi))
         break;
-      for (int64_t i = lo; i < hi && !ctx->returned && !diag_stopped() && step_ok(s); i++) {
+      /* The body is the same code each time: after an iteration with an
+       * error, the next ones would only report it again. */
+      int errors = diag_error_count();
+      for (int64_t i = lo; i < hi && !ctx->returned && !diag_stopped() && step_ok(s) &&
+                           diag_error_count() == errors; i++) {
         Scope *body = scope_new(ctx->scope);
         Origin *o = pool_alloc(sizeof *o);
         o->at = s->span;
@@ -1059,6 +1139,7 @@ static void exec_stmt(Ctx *ctx, const Node *s) {
         break;
       }
       ctx->returned = eval_expr(ctx, s->a);
+      ctx->returned_at = s->a;
       break;
     case N_ASSERT: {
       int c;
@@ -1087,15 +1168,26 @@ static void exec_stmt(Ctx *ctx, const Node *s) {
 /* ------------------------------------------------------------------------ */
 /* Config, variants, -D overrides and the train block                        */
 
+static PtrVec lazy_chain; /* ConfigEntry* being evaluated, outermost first */
+
 static Value *eval_lazy(ConfigEntry *e, Scope *s) {
   if (e->state == 2) return e->value;
   if (e->state == 1) {
     diag_error(e->at, "'%s' depends on itself", e->name);
+    int k = lazy_chain.len - 1;
+    while (k > 0 && lazy_chain.items[k] != e) k--;
+    for (k++; k < lazy_chain.len; k++) {
+      const ConfigEntry *via = lazy_chain.items[k];
+      const ConfigEntry *next = k + 1 < lazy_chain.len ? lazy_chain.items[k + 1] : e;
+      diag_note(via->at, "through '%s', which uses '%s'", via->name, next->name);
+    }
     return value_error();
   }
   e->state = 1;
   Ctx c = {.scope = s, .where = "the config"};
+  vec_push(&lazy_chain, e);
   Value *v = eval_expr(&c, e->expr);
+  lazy_chain.len--;
   if (v->kind == V_INT) {
     /* "d_model = 512 set at m.tfm:3:13, overridden by -D d_model=256" */
     Origin *o = pool_alloc(sizeof *o);
@@ -1120,8 +1212,7 @@ static const char *nearest_config_key(const char *name) {
   int best_d = 99;
   for (int i = 0; i < sema_model->config.len; i++)
     consider(name, ((ConfigEntry *)sema_model->config.items[i])->name, &best, &best_d);
-  int len = (int)strlen(name);
-  return best_d <= (len <= 3 ? 1 : len / 3 + 1) ? best : NULL;
+  return best_d <= typo_limit(name) ? best : NULL;
 }
 
 /* Kind of a config value for override checks: int and float mix. */
@@ -1154,8 +1245,9 @@ static void override_entry(ConfigEntry *e, const Node *expr, const char *how) {
   Value *old = eval_expr(&c, e->expr);
   Value *nv = eval_expr(&c, expr);
   if (old->kind != V_ERROR && nv->kind != V_ERROR && strcmp(config_kind(old), config_kind(nv))) {
-    diag_error(expr->span, "%s: '%s' is %s, but the new value is %s", how, e->name,
-               value_kind_name(old), value_kind_name(nv));
+    const char *was = config_kind(old), *now = config_kind(nv);
+    diag_error(expr->span, "%s: '%s' is %s %s, but the new value is %s %s", how, e->name,
+               strchr("aeiou", was[0]) ? "an" : "a", was, strchr("aeiou", now[0]) ? "an" : "a", now);
     diag_note(e->at, "'%s' is set here", e->name);
     return;
   }
@@ -1325,7 +1417,7 @@ CheckedModel *sema_check(const FrontOptions *opt) {
   items = (NameMap){0};
   steps = 0;
   steps_reported = 0;
-  call_stack = call_sites = call_names = (PtrVec){0};
+  call_stack = call_sites = call_names = lazy_chain = (PtrVec){0};
   diag_set_context_hook(show_call_chain);
   if (!front_load(opt, sema_model) || diag_stopped()) return NULL;
   register_items();

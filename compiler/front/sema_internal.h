@@ -29,7 +29,8 @@ struct Scope {
 typedef struct Arg {
   const char *name; /* keyword, or NULL */
   Value *value;
-  const Node *node;
+  const Node *node; /* the value's expression */
+  Span at;          /* the whole argument, from its keyword if it has one */
 } Arg;
 
 /* The evaluation context of a body. */
@@ -39,6 +40,7 @@ typedef struct Ctx {
   int allow_io;       /* model body: input/output allowed */
   const char *where;  /* "fn gelu", "layer mha", "model gpt": for messages */
   Value *returned;    /* set by `return` */
+  const Node *returned_at; /* its expression, for messages about the result */
 } Ctx;
 
 /* --- sema.c ---------------------------------------------------------------- */
@@ -47,6 +49,8 @@ extern const FrontOptions *sema_opt;
 Value *eval_expr(Ctx *ctx, const Node *n);
 /* Describes an expression for messages: its source text when short. */
 const char *expr_text(const Node *n);
+/* Whether `name` is close enough to `cand` to be a likely typo of it. */
+int name_is_typo_of(const char *name, const char *cand);
 /* A compile-time int from a value, reporting an error with `what` otherwise. */
 int want_int(const Value *v, const Node *n, const char *what, int64_t *out);
 
@@ -74,7 +78,10 @@ Value *builtin_call(Ctx *ctx, const Value *fn, const Node *call, Arg *args, int 
 const char *builtin_name(int id);
 
 /* --- front.c --------------------------------------------------------------- */
-/* Loads the root file and its imports; fills sema_model->programs. */
+/* Loads the root file and its imports; fills sema_model->programs. Returns
+ * 0 after a syntax error or a failed import: checking a partial program
+ * would only report the names it lost. (Too-deep nesting is not counted:
+ * the tree is whole, with an N_ERROR in place of the deep part.) */
 int front_load(const FrontOptions *opt, CheckedModel *m);
 
 #endif

@@ -21,7 +21,7 @@ int check_dim(int64_t d, const Node *at) {
     return 0;
   }
   if (d > MAX_NUMEL) {
-    diag_error(at->span, "tensor dimension %" PRId64 " is too large", d);
+    diag_error(at->span, "tensor dimension %" PRId64 " is too large (the limit is 2^40)", d);
     return 0;
   }
   return 1;

@@ -27,6 +27,11 @@ err=$(timeout 30 "$tfmc" check "$name" $args 2>&1 >/dev/null)
 status=$?
 err=${err//"$models/"/<models>/}
 fail=0
+# A sanitizer build exits 1 on a report, like a program with errors: look for it.
+if printf '%s\n' "$err" | LC_ALL=C grep -aqE 'Sanitizer|runtime error:'; then
+  echo "FAIL: sanitizer report"
+  fail=1
+fi
 if [ "$status" -ne "$want_status" ]; then
   echo "FAIL: exit status $status, expected $want_status"
   [ "$status" -ge 124 ] && echo "(timeout or crash)"
