@@ -417,7 +417,7 @@ static int decl_type(Ctx *ctx, const Node *t, TensorType *out) {
   for (int i = 0; i < dims->len; i++) {
     const Node *d = dims->items[i];
     if (d->kind == N_ELLIPSIS) {
-      diag_error(d->span, "'...' is allowed only in the parameter types of fn signatures");
+      diag_error(d->span, "'...' is allowed only in the types of a signature (fn and layer fn parameters and results)");
       ok = 0;
       continue;
     }
@@ -637,8 +637,17 @@ static int bind_args(Ctx *ctx, const PtrVec *params, Arg *args, int nargs, const
     }
     if (p->t) v = match_type(ctx, p->t, v, vn, pool_printf("argument '%s' of %s", p->name, callee));
     if (v->kind == V_ERROR) ok = 0;
-    if (scope_find_here(ctx->scope, p->name) &&
-        scope_find_here(ctx->scope, p->name)->kind != B_SHAPEVAR) {
+    Binding *dim = scope_find_here(ctx->scope, p->name);
+    if (dim && dim->kind == B_SHAPEVAR && v->kind != V_ERROR &&
+        (v->kind != V_INT || v->i != dim->value->i)) {
+      /* fn f(x: f32[N], N: int): the argument must agree with the shape. */
+      diag_error(vn->span, "argument '%s' of %s is %s, but the shape of an earlier argument "
+                 "makes %s = %" PRId64, p->name, callee,
+                 v->kind == V_INT ? pool_printf("%" PRId64, v->i) : value_kind_name(v), p->name,
+                 dim->value->i);
+      diag_note(dim->at, "'%s' is bound here", p->name);
+      ok = 0;
+    } else if (dim && dim->kind != B_SHAPEVAR) {
       diag_error(p->span, "parameter '%s' is declared twice", p->name);
       ok = 0;
     }
@@ -995,6 +1004,15 @@ static void exec_assign(Ctx *ctx, const Node *s) {
                  s->name, s->name);
       return;
     }
+    if (sc->is_global) {
+      const Node *def = map_get(&items, s->name);
+      if (def || builtin_lookup(s->name)) {
+        diag_error(s->span, "cannot assign to '%s': it is %s", s->name,
+                   def ? (def->kind == N_FN ? "a fn" : "a layer") : "a built-in");
+        return;
+      }
+      break;
+    }
     Binding *b = scope_find_here(sc, s->name);
     if (!b) continue;
     if (b->kind != B_LET && b->kind != B_ARG && b->kind != B_INPUT) {
@@ -1004,7 +1022,6 @@ static void exec_assign(Ctx *ctx, const Node *s) {
       diag_error(s->span, "cannot assign to '%s': it is %s", s->name, what[b->kind]);
       return;
     }
-    if (sc->is_global) break;
     b->value = v;
     return;
   }
@@ -1170,6 +1187,11 @@ static void exec_stmt(Ctx *ctx, const Node *s) {
 
 static PtrVec lazy_chain; /* ConfigEntry* being evaluated, outermost first */
 
+/* Kind of a config value for override checks: int and float mix. */
+static const char *config_kind(const Value *v) {
+  return v->kind == V_INT || v->kind == V_FLOAT ? "number" : value_kind_name(v);
+}
+
 static Value *eval_lazy(ConfigEntry *e, Scope *s) {
   if (e->state == 2) return e->value;
   if (e->state == 1) {
@@ -1187,14 +1209,37 @@ static Value *eval_lazy(ConfigEntry *e, Scope *s) {
   Ctx c = {.scope = s, .where = "the config"};
   vec_push(&lazy_chain, e);
   Value *v = eval_expr(&c, e->expr);
+  /* An override keeps the kind of the value it replaces. The replaced value
+   * is evaluated here, after every override is in place, so that it sees
+   * the overridden config (and evaluating it caches nothing stale). */
+  Value *old = e->override ? eval_expr(&c, e->original) : NULL;
   lazy_chain.len--;
+  if (old && old->kind != V_ERROR && v->kind != V_ERROR) {
+    const char *was = config_kind(old), *now = config_kind(v);
+    if (strcmp(was, now)) {
+      diag_error(e->expr->span, "%s: '%s' is %s %s, but the new value is %s %s", e->override,
+                 e->name, strchr("aeiou", was[0]) ? "an" : "a", was,
+                 strchr("aeiou", now[0]) ? "an" : "a", now);
+      diag_note(e->at, "'%s' is set here", e->name);
+      v = value_error();
+    } else if (old->kind == V_INT && v->kind == V_FLOAT) {
+      diag_error(e->expr->span, "%s: '%s' is an integer, but the new value is %g", e->override,
+                 e->name, v->f);
+      diag_note(e->at, "'%s' is set here", e->name);
+      v = value_error();
+    } else if (old->kind == V_FLOAT && v->kind == V_INT) {
+      v = value_float((double)v->i); /* -D scale=1 for a float entry */
+    }
+  }
   if (v->kind == V_INT) {
     /* "d_model = 512 set at m.tfm:3:13, overridden by -D d_model=256" */
     Origin *o = pool_alloc(sizeof *o);
-    o->at = e->override ? e->original_at : e->expr->span;
+    o->at = e->override ? e->original->span : e->expr->span;
+    const char *was = old && old->kind == V_INT ? pool_printf("%" PRId64, old->i)
+                                                : e->override ? expr_text(e->original) : NULL;
     o->what = e->override
-                  ? pool_printf("%s = %s set at %s, overridden by %s", e->name, e->original,
-                                span_str(e->original_at), e->override)
+                  ? pool_printf("%s = %s set at %s, overridden by %s", e->name, was,
+                                span_str(o->at), e->override)
                   : pool_printf("%s = %" PRId64 " set at %s", e->name, v->i, span_str(o->at));
     v = value_int(v->i, o);
   }
@@ -1215,10 +1260,6 @@ static const char *nearest_config_key(const char *name) {
   return best_d <= typo_limit(name) ? best : NULL;
 }
 
-/* Kind of a config value for override checks: int and float mix. */
-static const char *config_kind(const Value *v) {
-  return v->kind == V_INT || v->kind == V_FLOAT ? "number" : value_kind_name(v);
-}
 
 static void add_entries(Scope *s, PtrVec *list, const Node *block, const char *what) {
   for (int i = 0; i < block->list.len; i++) {
@@ -1240,26 +1281,10 @@ static void add_entries(Scope *s, PtrVec *list, const Node *block, const char *w
 
 /* Replaces an entry's expression, remembering the default for the message
  * and checking that the kind stays the same. */
+/* Replaces an entry's expression; the kind check happens when the entry is
+ * evaluated (eval_lazy), once every override is in place. */
 static void override_entry(ConfigEntry *e, const Node *expr, const char *how) {
-  Ctx c = {.scope = config_scope, .where = "the config"};
-  Value *old = eval_expr(&c, e->expr);
-  Value *nv = eval_expr(&c, expr);
-  if (old->kind != V_ERROR && nv->kind != V_ERROR && strcmp(config_kind(old), config_kind(nv))) {
-    const char *was = config_kind(old), *now = config_kind(nv);
-    diag_error(expr->span, "%s: '%s' is %s %s, but the new value is %s %s", how, e->name,
-               strchr("aeiou", was[0]) ? "an" : "a", was, strchr("aeiou", now[0]) ? "an" : "a", now);
-    diag_note(e->at, "'%s' is set here", e->name);
-    return;
-  }
-  if (old->kind == V_INT && nv->kind == V_FLOAT) {
-    diag_error(expr->span, "%s: '%s' is an integer, but the new value is %g", how, e->name, nv->f);
-    diag_note(e->at, "'%s' is set here", e->name);
-    return;
-  }
-  if (!e->override) {
-    e->original = old->kind == V_INT ? pool_printf("%" PRId64, old->i) : expr_text(e->expr);
-    e->original_at = e->expr->span;
-  }
+  if (!e->override) e->original = e->expr;
   e->expr = expr;
   e->override = how;
 }
@@ -1385,7 +1410,9 @@ static void check_train(const Node *train) {
 /* Entry point                                                               */
 
 static void register_items(void) {
-  for (int p = 0; p < sema_model->programs.len; p++) {
+  /* Imports first, the root file last: a clash is reported at the user's
+   * definition, with the library's as the note. */
+  for (int p = sema_model->programs.len - 1; p >= 0; p--) {
     const Node *prog = sema_model->programs.items[p];
     for (int i = 0; i < prog->list.len; i++) {
       Node *it = prog->list.items[i];

@@ -21,8 +21,7 @@ typedef struct ConfigEntry {
   Span at;                /* the entry in the config block */
   const Node *expr;       /* the expression that gives its value */
   const char *override;   /* "-D d_model=256", "variant big", or NULL */
-  const char *original;   /* the value before the override, as text */
-  Span original_at;       /* where that value is written */
+  const Node *original;   /* the expression before the override */
   Value *value;           /* after evaluation */
   int state;              /* 0 not evaluated, 1 evaluating (cycle check), 2 done */
 } ConfigEntry;

@@ -35,4 +35,11 @@ for args in "-D heads=1" "-D heads=4" "-D heads=16" "-D heads=32" "-D d_k=16" "-
     fail=1
   fi
 done
+# Overrides apply whatever their order, also to entries others depend on.
+if "$tfmc" check "$models/gpt.tfm" -D d_ff=512 -D d_model=128 | grep -q '^  d_model *= 128 '; then
+  echo "ok: -D d_ff=512 -D d_model=128 sets d_model"
+else
+  echo "FAIL: -D d_model=128 after -D d_ff=512 was not applied"
+  fail=1
+fi
 exit $fail
