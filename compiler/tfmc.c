@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "diag.h"
+#include "graph_text.h"
+#include "lower.h"
 #include "sema.h"
 
 static const char usage_text[] =
@@ -14,11 +16,15 @@ static const char usage_text[] =
     "  check FILE      parse and check the model; print a one-screen summary\n"
     "  stats FILE      parameters per layer and in total, with shapes\n"
     "  emit ast FILE   print the checked syntax tree\n"
+    "  emit graph FILE print the graph IR as text, one node per line (--train: the\n"
+    "                  training graph: forward, backward and optimizer update)\n"
+    "  emit dot FILE   the same graph as Graphviz DOT\n"
     "\n"
     "options:\n"
     "  -D NAME=VALUE   override a config value (repeatable; -DNAME=VALUE works too)\n"
     "  --variant NAME  apply a named variant block before the -D overrides\n"
     "  -I DIR          also look for imports in DIR (after the file's own folder)\n"
+    "  --train         emit graph/dot: the training graph instead of the forward one\n"
     "  -h, --help      show this help\n"
     "  --version       show the version\n"
     "\n"
@@ -129,6 +135,7 @@ static void print_stats(const CheckedModel *m) {
 int main(int argc, char **argv) {
   FrontOptions opt = {.training = 1};
   const char *command = NULL, *what = NULL;
+  int train = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -139,7 +146,9 @@ int main(int argc, char **argv) {
       printf("tfmc %s\n", TFM_VERSION);
       return 0;
     }
-    if (!strncmp(a, "-D", 2)) {
+    if (!strcmp(a, "--train")) {
+      train = 1;
+    } else if (!strncmp(a, "-D", 2)) {
       const char *d = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
       if (!d) return usage_error("%s needs NAME=VALUE", a);
       vec_push(&opt.defines, (void *)d);
@@ -162,11 +171,20 @@ int main(int argc, char **argv) {
   if (!command) return usage_error("%s", "no command given");
   if (strcmp(command, "check") && strcmp(command, "stats") && strcmp(command, "emit"))
     return usage_error("unknown command '%s' (commands: check, stats, emit)", command);
-  if (!strcmp(command, "emit") && (!what || strcmp(what, "ast")))
-    return usage_error("emit: unknown form '%s' (forms: ast)", what ? what : "");
+  if (!strcmp(command, "emit") && (!what || (strcmp(what, "ast") && strcmp(what, "graph") &&
+                                              strcmp(what, "dot"))))
+    return usage_error("emit: unknown form '%s' (forms: ast, graph, dot)", what ? what : "");
+  int graph_form = !strcmp(command, "emit") && strcmp(what, "ast");
+  if (train && !graph_form) return usage_error("%s", "--train goes with emit graph or emit dot");
   if (!opt.path) return usage_error("%s: no input file", command);
 
-  CheckedModel *m = sema_check(&opt);
+  CheckedModel *m;
+  Graph *g = NULL;
+  if (graph_form) {
+    opt.training = 0; /* the forward graph: dropout is the identity */
+    g = lower_model(&opt, train, &m);
+  }
+  else m = sema_check(&opt);
   int status = 0;
   if (!m) {
     int n = diag_error_count();
@@ -176,9 +194,13 @@ int main(int argc, char **argv) {
     print_summary(m);
   } else if (!strcmp(command, "stats")) {
     print_stats(m);
+  } else if (g) {
+    if (!strcmp(what, "graph")) graph_print(stdout, g);
+    else graph_print_dot(stdout, g);
   } else {
     for (int i = 0; i < m->programs.len; i++) ast_print(m->programs.items[i], stdout);
   }
+  graph_free(g);
   front_reset();
   return status;
 }

@@ -6,7 +6,15 @@
 #include <math.h>
 #include <string.h>
 
+#include "lower.h"
 #include "sema_internal.h"
+
+/* A tensor result and its graph node (GRAPH_NONE when only checking). */
+static Value *lowered(const TensorType *t, int32_t node) {
+  Value *v = tensor_value(t);
+  v->node = node;
+  return v;
+}
 
 /* ------------------------------------------------------------------------ */
 /* Argument matching                                                         */
@@ -200,7 +208,7 @@ static Value *fn_unary(const char *name, const Node *call, Arg *args, int nargs)
                tensor_type_str(&t->t));
     return value_error();
   }
-  return tensor_value(&t->t);
+  return lowered(&t->t, lower_unary(name, t));
 }
 
 /* max(a, b) / min(a, b) elementwise; max(x, axis=...) / min(...) reduce. */
@@ -222,7 +230,10 @@ static Value *fn_maxmin(const char *name, const Node *call, Arg *args, int nargs
     double p = x->kind == V_INT ? (double)x->i : x->f, q = y->kind == V_INT ? (double)y->i : y->f;
     return value_float(is_max ? fmax(p, q) : fmin(p, q));
   }
-  return tensor_binary(OP_ADD, x, y, a[0]->node, a[1]->node, call);
+  /* Shape and dtype as for '+'; the node is max or min. */
+  Value *r = tensor_binary(OP_ADD, x, y, a[0]->node, a[1]->node, call);
+  if (r->kind == V_TENSOR) r->node = lower_minmax(is_max, x, y, &r->t);
+  return r;
 }
 
 static Value *fn_select(const Node *call, Arg *args, int nargs) {
@@ -250,7 +261,7 @@ static Value *fn_select(const Node *call, Arg *args, int nargs) {
                tensor_type_str(&c->t), tensor_type_str(&ab->t));
     return value_error();
   }
-  return tensor_value(&out);
+  return lowered(&out, lower_select(c, a[1]->value, a[2]->value, &out));
 }
 
 static Value *fn_cast(const Node *call, Arg *args, int nargs) {
@@ -262,7 +273,7 @@ static Value *fn_cast(const Node *call, Arg *args, int nargs) {
   if (!x) return value_error();
   TensorType t = x->t;
   t.dtype = dt;
-  return tensor_value(&t);
+  return lowered(&t, lower_cast(x, dt));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -297,7 +308,7 @@ static Value *reduce(const char *name, const Node *call, Arg *args, int nargs) {
       t.origin[t.rank++] = x->t.origin[i];
     }
   }
-  return tensor_value(&t);
+  return lowered(&t, lower_reduce(name, x, mask, &t));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -344,7 +355,7 @@ static Value *fn_reshape(const Node *call, Arg *args, int nargs) {
   TensorType t = {.dtype = x->t.dtype, .rank = n};
   memcpy(t.dims, dims, sizeof(int64_t) * (size_t)n);
   memcpy(t.origin, org, sizeof(Origin *) * (size_t)n);
-  return tensor_value(&t);
+  return lowered(&t, lower_reshape(x, &t));
 }
 
 static Value *permuted(const Value *x, const int64_t *perm) {
@@ -353,7 +364,7 @@ static Value *permuted(const Value *x, const int64_t *perm) {
     t.dims[i] = x->t.dims[perm[i]];
     t.origin[i] = x->t.origin[perm[i]];
   }
-  return tensor_value(&t);
+  return lowered(&t, lower_permute(x, perm));
 }
 
 static Value *fn_permute(const Node *call, Arg *args, int nargs) {
@@ -426,7 +437,7 @@ static Value *fn_broadcast(const Node *call, Arg *args, int nargs) {
                "or 1, aligned from the right)", tensor_type_str(&x->t), expr_text(a[1]->node));
     return value_error();
   }
-  return tensor_value(&want);
+  return lowered(&want, lower_broadcast(x, &want));
 }
 
 static Value *fn_expand(const Node *call, Arg *args, int nargs) {
@@ -450,7 +461,7 @@ static Value *fn_expand(const Node *call, Arg *args, int nargs) {
   t.dims[ax] = 1;
   t.origin[ax] = NULL;
   t.rank++;
-  return tensor_value(&t);
+  return lowered(&t, lower_reshape(x, &t));
 }
 
 static Value *fn_squeeze(const Node *call, Arg *args, int nargs) {
@@ -473,7 +484,7 @@ static Value *fn_squeeze(const Node *call, Arg *args, int nargs) {
     t.origin[i] = t.origin[i + 1];
   }
   t.rank--;
-  return tensor_value(&t);
+  return lowered(&t, lower_reshape(x, &t));
 }
 
 static Value *fn_slice(const Node *call, Arg *args, int nargs) {
@@ -497,7 +508,7 @@ static Value *fn_slice(const Node *call, Arg *args, int nargs) {
   TensorType t = x->t;
   t.dims[ax] = e - s;
   t.origin[ax] = NULL;
-  return tensor_value(&t);
+  return lowered(&t, lower_slice(x, ax, s, e));
 }
 
 static Value *fn_concat(const Node *call, Arg *args, int nargs) {
@@ -532,7 +543,7 @@ static Value *fn_concat(const Node *call, Arg *args, int nargs) {
     t.dims[ax] += x->t.dims[ax];
   }
   if (!check_numel(&t, call)) return value_error();
-  return tensor_value(&t);
+  return lowered(&t, lower_concat(xs, ax));
 }
 
 static Value *fn_pad(const Node *call, Arg *args, int nargs) {
@@ -554,7 +565,7 @@ static Value *fn_pad(const Node *call, Arg *args, int nargs) {
   t.dims[ax] += before + after;
   t.origin[ax] = NULL;
   if (!check_numel(&t, call)) return value_error();
-  return tensor_value(&t);
+  return lowered(&t, lower_pad(x, ax, before, after, value));
 }
 
 static Value *fn_gather(const Node *call, Arg *args, int nargs) {
@@ -581,7 +592,7 @@ static Value *fn_gather(const Node *call, Arg *args, int nargs) {
     t.dims[t.rank] = tab->t.dims[i];
     t.origin[t.rank++] = tab->t.origin[i];
   }
-  return tensor_value(&t);
+  return lowered(&t, lower_gather(tab, idx, &t));
 }
 
 static Value *fn_one_hot(const Node *call, Arg *args, int nargs) {
@@ -606,7 +617,7 @@ static Value *fn_one_hot(const Node *call, Arg *args, int nargs) {
   t.dims[t.rank] = n;
   t.origin[t.rank++] = a[1]->value->origin;
   if (!check_numel(&t, call)) return value_error();
-  return tensor_value(&t);
+  return lowered(&t, lower_one_hot(idx, &t));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -624,7 +635,7 @@ static Value *shaped(const Node *call, const char *fname, Arg *shape, DType dt) 
     t.origin[i] = org[i];
   }
   if (!check_numel(&t, call)) return value_error();
-  return tensor_value(&t);
+  return tensor_value(&t); /* the caller sets the node */
 }
 
 static Value *fn_iota(const Node *call, Arg *args, int nargs) {
@@ -635,7 +646,7 @@ static Value *fn_iota(const Node *call, Arg *args, int nargs) {
       (a[1] && !dtype_arg(a[1], "iota", &dt)) || !check_dim(n, a[0]->node))
     return value_error();
   TensorType t = {.dtype = dt, .rank = 1, .dims = {n}, .origin = {a[0]->value->origin}};
-  return tensor_value(&t);
+  return lowered(&t, lower_iota(&t));
 }
 
 static Value *fn_full(const Node *call, Arg *args, int nargs) {
@@ -645,13 +656,69 @@ static Value *fn_full(const Node *call, Arg *args, int nargs) {
   if (!get_args(call, "full", "shape value ?dtype", args, nargs, a) ||
       !number_arg(a[1], "full", "value", &v) || (a[2] && !dtype_arg(a[2], "full", &dt)))
     return value_error();
-  return shaped(call, "full", a[0], dt);
+  Value *r = shaped(call, "full", a[0], dt);
+  if (r->kind == V_TENSOR) r->node = lower_full(&r->t, v);
+  return r;
+}
+
+/* tensor([[1, 0], [0, 1]]): a constant from nested lists of numbers. */
+static int tensor_literal(const Value *v, int depth, TensorType *t, PtrVec *values,
+                          const Node *at) {
+  if (v->kind == V_INT || v->kind == V_FLOAT) {
+    if (depth != t->rank) goto ragged;
+    vec_push(values, (void *)v);
+    return 1;
+  }
+  if (v->kind != V_LIST || v->items.len == 0) {
+    diag_error(at->span, "tensor: expected numbers in nested lists such as [[1, 2], [3, 4]], "
+               "found %s", v->kind == V_LIST ? "an empty list" : value_kind_name(v));
+    return 0;
+  }
+  if (depth == t->rank && values->len == 0) {
+    if (depth == MAX_RANK) {
+      diag_error(at->span, "tensor: more than %d levels of nesting", MAX_RANK);
+      return 0;
+    }
+    t->dims[t->rank++] = v->items.len;
+  } else if (depth >= t->rank || t->dims[depth] != v->items.len) {
+    goto ragged;
+  }
+  for (int i = 0; i < v->items.len; i++)
+    if (!tensor_literal(v->items.items[i], depth + 1, t, values, at)) return 0;
+  return 1;
+ragged:
+  diag_error(at->span, "tensor: the nested lists are ragged (every row must have the same "
+             "length and depth)");
+  return 0;
+}
+
+static Value *fn_tensor(const Node *call, Arg *args, int nargs) {
+  Arg *a[2];
+  DType dt = DT_F32;
+  if (!get_args(call, "tensor", "values ?dtype", args, nargs, a) ||
+      (a[1] && !dtype_arg(a[1], "tensor", &dt)))
+    return value_error();
+  TensorType t = {.dtype = dt};
+  PtrVec values = {0};
+  if (!tensor_literal(a[0]->value, 0, &t, &values, a[0]->node)) return value_error();
+  double *nums = pool_alloc(sizeof(double) * (size_t)values.len);
+  for (int i = 0; i < values.len; i++) {
+    const Value *x = values.items[i];
+    if (dt == DT_I32 && x->kind == V_FLOAT) {
+      diag_error(a[0]->node->span, "tensor: %g is not an integer, but the dtype is i32", x->f);
+      return value_error();
+    }
+    nums[i] = x->kind == V_INT ? (double)x->i : x->f;
+  }
+  return lowered(&t, lower_constant(&t, nums));
 }
 
 static Value *fn_random_uniform(const Node *call, Arg *args, int nargs) {
   Arg *a[1];
   if (!get_args(call, "random_uniform", "shape", args, nargs, a)) return value_error();
-  return shaped(call, "random_uniform", a[0], DT_F32);
+  Value *r = shaped(call, "random_uniform", a[0], DT_F32);
+  if (r->kind == V_TENSOR) r->node = lower_random_uniform(&r->t);
+  return r;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -804,7 +871,7 @@ static const char *const function_names[] = {
     "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "abs", "recip",
     "max", "min", "sum", "mean", "select", "cast", "reshape", "permute", "transpose",
     "broadcast", "expand", "squeeze", "slice", "concat", "pad", "gather", "one_hot", "iota",
-    "full", "random_uniform", "shape", "dim", "rank", "dtype", "len", "range", "float", "int",
+    "full", "tensor", "random_uniform", "shape", "dim", "rank", "dtype", "len", "range", "float", "int",
     "normal", "uniform", "constant", "sgd", "adam", "adamw", NULL};
 
 static const char *const value_names[] = {"f32", "f64", "i32", "bf16", "inf", "pi", "training",
@@ -864,6 +931,7 @@ Value *builtin_call(Ctx *ctx, const Value *fn, const Node *call, Arg *args, int 
   if (!strcmp(name, "iota")) return fn_iota(call, args, nargs);
   if (!strcmp(name, "full")) return fn_full(call, args, nargs);
   if (!strcmp(name, "random_uniform")) return fn_random_uniform(call, args, nargs);
+  if (!strcmp(name, "tensor")) return fn_tensor(call, args, nargs);
   if (!strcmp(name, "shape")) return fn_shape(call, args, nargs);
   if (!strcmp(name, "dim")) return fn_dim(call, args, nargs);
   if (!strcmp(name, "rank")) return fn_rank(call, args, nargs);

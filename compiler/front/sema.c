@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lower.h"
 #include "parser.h"
 #include "sema_internal.h"
 
@@ -351,7 +352,12 @@ static Value *eval_unary(Ctx *ctx, const Node *n) {
     if (!want_bool(a, n->a, "the operand of 'not'", &b)) return value_error();
     return value_bool(!b);
   }
-  if (a->kind == V_TENSOR) return n->op == OP_PLUS ? a : tensor_value(&a->t);
+  if (a->kind == V_TENSOR) {
+    if (n->op == OP_PLUS) return a;
+    Value *r = tensor_value(&a->t);
+    r->node = lower_unary("neg", a);
+    return r;
+  }
   if (a->kind == V_INT) {
     if (n->op == OP_PLUS) return a;
     if (a->i == INT64_MIN) {
@@ -467,7 +473,9 @@ static Value *match_type(Ctx *ctx, const Node *t, Value *v, const Node *vn, cons
       return value_error();
     }
     TensorType s = {.dtype = dt};
-    return tensor_value(&s);
+    Value *r = tensor_value(&s);
+    r->node = lower_as(v, &s);
+    return r;
   }
   if (v->kind != V_TENSOR) {
     diag_error(vn->span, "%s must be a tensor %s, got %s", what, tn, value_kind_name(v));
@@ -925,6 +933,7 @@ static void declare_param(Ctx *ctx, const Node *s) {
     vec_push(&ctx->inst->params, p);
     vec_push(&sema_model->params, p);
     Value *v = tensor_value(&t);
+    v->node = lower_param(p->name, &t);
     bind(ctx->inst->scope, nm->name, v, nm->span, B_PARAM);
   }
 }
@@ -1052,7 +1061,9 @@ static void exec_input(Ctx *ctx, const Node *s) {
   io->type = t;
   io->at = s->span;
   vec_push(&sema_model->inputs, io);
-  bind(ctx->scope, s->name, tensor_value(&t), s->span, B_INPUT);
+  Value *v = tensor_value(&t);
+  v->node = lower_input(s->name, &t);
+  bind(ctx->scope, s->name, v, s->span, B_INPUT);
 }
 
 static void exec_output(Ctx *ctx, const Node *s) {
@@ -1094,6 +1105,7 @@ static void exec_output(Ctx *ctx, const Node *s) {
   io->type = v->t;
   io->at = s->span;
   vec_push(&sema_model->outputs, io);
+  lower_output(s->name, v);
 }
 
 static void exec_stmt(Ctx *ctx, const Node *s);
@@ -1367,7 +1379,9 @@ static void check_train(const Node *train) {
   ts->at = train->span;
   Scope *step_scope = scope_new(config_scope);
   TensorType scalar = {.dtype = DT_F32};
-  bind(step_scope, "step", tensor_value(&scalar), train->span, B_BUILTIN);
+  Value *step = tensor_value(&scalar);
+  step->node = lower_step();
+  bind(step_scope, "step", step, train->span, B_BUILTIN);
   Scope *s = scope_new(step_scope);
   PtrVec *list = pool_alloc(sizeof *list);
   s->lazy = list;

@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "lower.h"
 #include "sema_internal.h"
 
 /* Above this many elements a tensor is certainly a mistake (2^40 ≈ 1.1e12). */
@@ -135,7 +136,9 @@ Value *tensor_binary(Op op, Value *a, Value *b, const Node *an, const Node *bn, 
     note_dims(bn, &tb, bad_b);
     return value_error();
   }
-  return tensor_value(&out);
+  Value *r = tensor_value(&out);
+  r->node = lower_binary(op, a, b, &out);
+  return r;
 }
 
 /* a[..., m, k] @ b[..., k, n] -> [..., m, n] with the batch dims broadcast. */
@@ -189,5 +192,7 @@ Value *tensor_matmul(Value *a, Value *b, const Node *an, const Node *bn, const N
   out.origin[out.rank + 1] = tb->origin[tb->rank - 1];
   out.rank += 2;
   out.dtype = ta->dtype;
-  return tensor_value(&out);
+  Value *r = tensor_value(&out);
+  r->node = lower_matmul(a, b, &out);
+  return r;
 }

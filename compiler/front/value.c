@@ -12,6 +12,7 @@ int dtype_is_float(DType dt) { return dt != DT_I32; }
 Value *value_new(ValueKind kind) {
   Value *v = pool_alloc(sizeof *v);
   v->kind = kind;
+  v->node = -1; /* GRAPH_NONE */
   return v;
 }
 

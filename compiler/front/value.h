@@ -56,6 +56,7 @@ typedef struct Value {
   PtrVec items;         /* Value* */
   PtrVec keys;          /* V_OPTIM: const char* names parallel to items */
   TensorType t;
+  int32_t node;         /* V_TENSOR: its graph node when lowering (lower.h) */
   const Node *def;
   Instance *inst;
   int builtin;
