@@ -7,6 +7,7 @@
 #include "diag.h"
 #include "graph_text.h"
 #include "lower.h"
+#include "pass.h"
 #include "sema.h"
 
 static const char usage_text[] =
@@ -25,6 +26,8 @@ static const char usage_text[] =
     "  --variant NAME  apply a named variant block before the -D overrides\n"
     "  -I DIR          also look for imports in DIR (after the file's own folder)\n"
     "  --train         emit graph/dot: the training graph instead of the forward one\n"
+    "  --no-opt        emit graph/dot: as lowered, before folding, simplification,\n"
+    "                  common-subexpression and dead-code elimination\n"
     "  -h, --help      show this help\n"
     "  --version       show the version\n"
     "\n"
@@ -132,10 +135,24 @@ static void print_stats(const CheckedModel *m) {
   printf("%-50s %18s %14s\n", "total", "", grouped(model_param_count(m)));
 }
 
+/* The standard pipeline of graph passes; each returns a new graph. */
+static Graph *optimize_graph(Graph *g) {
+  Graph *(*const passes[])(const Graph *, char *, size_t) = {pass_fold, pass_simplify, pass_cse,
+                                                             pass_dce};
+  for (size_t i = 0; i < sizeof passes / sizeof passes[0] && g; i++) {
+    char err[256];
+    Graph *next = passes[i](g, err, sizeof err);
+    if (!next) fprintf(stderr, "tfmc: internal error: graph pass failed: %s\n", err);
+    graph_free(g);
+    g = next;
+  }
+  return g;
+}
+
 int main(int argc, char **argv) {
   FrontOptions opt = {.training = 1};
   const char *command = NULL, *what = NULL;
-  int train = 0;
+  int train = 0, optimize = 1;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -148,6 +165,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(a, "--train")) {
       train = 1;
+    } else if (!strcmp(a, "--no-opt")) {
+      optimize = 0;
     } else if (!strncmp(a, "-D", 2)) {
       const char *d = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
       if (!d) return usage_error("%s needs NAME=VALUE", a);
@@ -175,7 +194,8 @@ int main(int argc, char **argv) {
                                               strcmp(what, "dot"))))
     return usage_error("emit: unknown form '%s' (forms: ast, graph, dot)", what ? what : "");
   int graph_form = !strcmp(command, "emit") && strcmp(what, "ast");
-  if (train && !graph_form) return usage_error("%s", "--train goes with emit graph or emit dot");
+  if ((train || !optimize) && !graph_form)
+    return usage_error("%s", "--train and --no-opt go with emit graph or emit dot");
   if (!opt.path) return usage_error("%s: no input file", command);
 
   CheckedModel *m;
@@ -183,6 +203,8 @@ int main(int argc, char **argv) {
   if (graph_form) {
     opt.training = 0; /* the forward graph: dropout is the identity */
     g = lower_model(&opt, train, &m);
+    if (g && optimize) g = optimize_graph(g);
+    if (!g) m = NULL;
   }
   else m = sema_check(&opt);
   int status = 0;
