@@ -1038,6 +1038,24 @@ static void exec_assign(Ctx *ctx, const Node *s) {
                  pool_printf(" (write 'let %s = ...' to define a new name)", s->name));
 }
 
+/* Records a model input or output; false (reported) when the name is taken. */
+static int add_model_io(PtrVec *list, const char *kind, const Node *s, const TensorType *t) {
+  for (int i = 0; i < list->len; i++) {
+    const ModelIO *io = list->items[i];
+    if (!strcmp(io->name, s->name)) {
+      diag_error(s->span, "%s '%s' is declared twice", kind, s->name);
+      diag_note(io->at, "first declared here");
+      return 0;
+    }
+  }
+  ModelIO *io = pool_alloc(sizeof *io);
+  io->name = s->name;
+  io->type = *t;
+  io->at = s->span;
+  vec_push(list, io);
+  return 1;
+}
+
 static void exec_input(Ctx *ctx, const Node *s) {
   if (!ctx->allow_io) {
     diag_error(s->span, "'input' is allowed only in the model body");
@@ -1048,19 +1066,7 @@ static void exec_input(Ctx *ctx, const Node *s) {
     bind_failed(ctx->scope, s->name, s->span);
     return;
   }
-  for (int i = 0; i < sema_model->inputs.len; i++) {
-    ModelIO *io = sema_model->inputs.items[i];
-    if (!strcmp(io->name, s->name)) {
-      diag_error(s->span, "input '%s' is declared twice", s->name);
-      diag_note(io->at, "first declared here");
-      return;
-    }
-  }
-  ModelIO *io = pool_alloc(sizeof *io);
-  io->name = s->name;
-  io->type = t;
-  io->at = s->span;
-  vec_push(&sema_model->inputs, io);
+  if (!add_model_io(&sema_model->inputs, "input", s, &t)) return;
   Value *v = tensor_value(&t);
   v->node = lower_input(s->name, &t);
   bind(ctx->scope, s->name, v, s->span, B_INPUT);
@@ -1092,19 +1098,7 @@ static void exec_output(Ctx *ctx, const Node *s) {
     diag_error(s->span, "output '%s' must be a tensor, got %s", s->name, value_kind_name(v));
     return;
   }
-  for (int i = 0; i < sema_model->outputs.len; i++) {
-    ModelIO *io = sema_model->outputs.items[i];
-    if (!strcmp(io->name, s->name)) {
-      diag_error(s->span, "output '%s' is declared twice", s->name);
-      diag_note(io->at, "first declared here");
-      return;
-    }
-  }
-  ModelIO *io = pool_alloc(sizeof *io);
-  io->name = s->name;
-  io->type = v->t;
-  io->at = s->span;
-  vec_push(&sema_model->outputs, io);
+  if (!add_model_io(&sema_model->outputs, "output", s, &v->t)) return;
   lower_output(s->name, v);
 }
 

@@ -84,10 +84,19 @@ static void random_inputs(EvalValues *v, const Graph *g, int64_t int_range) {
   }
 }
 
-static Graph *lower(const Options *o, int train, CheckedModel **m) {
-  Graph *g = lower_model(&o->front, train, m);
-  if (!g) fprintf(stderr, "model_check: %s does not lower\n", o->front.path);
-  return g;
+/* Lowers the file and sets up evaluator values: parameters from their
+ * initialisers, random inputs. NULL when the file does not lower. */
+static EvalValues *prepare(const Options *o, int train, GraphDtype precision, Graph **g) {
+  CheckedModel *m;
+  *g = lower_model(&o->front, train, &m);
+  if (!*g) {
+    fprintf(stderr, "model_check: %s does not lower\n", o->front.path);
+    return NULL;
+  }
+  EvalValues *v = eval_new(*g, precision);
+  init_params(v, *g, m);
+  random_inputs(v, *g, o->int_range);
+  return v;
 }
 
 static double loss_value(EvalValues *v, GraphId loss) {
@@ -97,8 +106,8 @@ static double loss_value(EvalValues *v, GraphId loss) {
 
 static int cmd_grad(const Options *o) {
   CheckedModel *m;
-  Graph *g = lower(o, 0, &m);
-  if (!g) return 1;
+  Graph *g = lower_model(&o->front, 0, &m);
+  if (!g) return die("the file does not lower");
   GraphId loss = graph_find_output(g, "loss");
   if (loss == GRAPH_NONE) return die("the model has no output named loss");
   GraphId wrt[4096];
@@ -166,12 +175,9 @@ static int cmd_grad(const Options *o) {
 }
 
 static int cmd_values(const Options *o) {
-  CheckedModel *m;
-  Graph *g = lower(o, 0, &m);
-  if (!g) return 1;
-  EvalValues *v = eval_new(g, GRAPH_F64);
-  init_params(v, g, m);
-  random_inputs(v, g, o->int_range);
+  Graph *g;
+  EvalValues *v = prepare(o, 0, GRAPH_F64, &g);
+  if (!v) return 1;
   eval_run(v);
   FILE *f = fopen(o->front.path, "r");
   if (!f) return die("cannot read the file");
@@ -226,12 +232,9 @@ static double lr_at(EvalValues *v, const Graph *g, int step) {
 }
 
 static int cmd_lr(const Options *o, int s1, int s2, double ratio) {
-  CheckedModel *m;
-  Graph *g = lower(o, 1, &m);
-  if (!g) return 1;
-  EvalValues *v = eval_new(g, GRAPH_F64);
-  init_params(v, g, m);
-  random_inputs(v, g, o->int_range);
+  Graph *g;
+  EvalValues *v = prepare(o, 1, GRAPH_F64, &g);
+  if (!v) return 1;
   double a = lr_at(v, g, s1), b = lr_at(v, g, s2);
   int ok = fabs(a / b - ratio) <= 1e-12;
   printf("%s lr(%d) = %.17g, lr(%d) = %.17g, ratio %.17g (expected %g)\n", ok ? "ok:" : "FAIL:", s1,
@@ -258,13 +261,11 @@ static void task_batch(EvalValues *v, const Graph *g, int64_t vocab) {
 }
 
 static int train_once(const Options *o, double *final, uint64_t *bits) {
-  CheckedModel *m;
-  Graph *g = lower(o, 1, &m);
-  if (!g) return 1;
+  Graph *g;
+  EvalValues *v = prepare(o, 1, GRAPH_F32, &g);
+  if (!v) return 1;
   GraphId tok = graph_find_leaf(g, "tokens"), tgt = graph_find_leaf(g, "targets");
   if (tok == GRAPH_NONE || tgt == GRAPH_NONE) return die("train needs inputs tokens and targets");
-  EvalValues *v = eval_new(g, GRAPH_F32);
-  init_params(v, g, m);
   GraphId loss = graph_find_output(g, "loss"), step = graph_find_leaf(g, "step");
   rng_state = 42;
   double avg = 0;
