@@ -323,7 +323,7 @@ Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model) {
 }
 
 /* One parameter's initial value from its initialiser, in primitives. */
-static GraphId init_value(Graph *g, const Param *p, uint64_t seed) {
+static GraphId init_value(Graph *g, const Param *p, GraphId seed_input, uint64_t seed) {
   const TensorType *t = &p->type;
   const char *kind = p->init->s;
   const PtrVec *args = &p->init->items;
@@ -334,7 +334,6 @@ static GraphId init_value(Graph *g, const Param *p, uint64_t seed) {
   if (!strcmp(kind, "zeros")) return graph_splat(g, dt, shape, 0);
   if (!strcmp(kind, "ones")) return graph_splat(g, dt, shape, 1);
   if (!strcmp(kind, "constant")) return graph_splat(g, dt, shape, a0);
-  GraphId zero = graph_scalar(g, GRAPH_I32, 0);
   /* Xavier/Glorot: fan-in is every axis but the last (the rows of x W). */
   double fan_in = 1, fan_out = t->rank ? (double)t->dims[t->rank - 1] : 1;
   for (int i = 0; i + 1 < t->rank; i++) fan_in *= (double)t->dims[i];
@@ -347,12 +346,12 @@ static GraphId init_value(Graph *g, const Param *p, uint64_t seed) {
     a0 = 0;
     kind = "normal";
   }
-  GraphId u = graph_random(g, zero, dt, shape, seed);
+  GraphId u = graph_random(g, seed_input, dt, shape, seed);
   if (!strcmp(kind, "uniform"))
     return graph_binary(g, GRAPH_OP_ADD, graph_splat(g, dt, shape, a0),
                         graph_binary(g, GRAPH_OP_MUL, u, graph_splat(g, dt, shape, a1 - a0)));
   /* normal: Box-Muller, sqrt(-2 ln(1 - u)) cos(2 pi v), u and v uniform in [0, 1). */
-  GraphId v = graph_random(g, zero, dt, shape, seed);
+  GraphId v = graph_random(g, seed_input, dt, shape, seed);
   GraphId one_minus_u = graph_binary(g, GRAPH_OP_SUB, graph_splat(g, dt, shape, 1), u);
   GraphId radius = graph_unary(g, GRAPH_OP_SQRT,
                                graph_binary(g, GRAPH_OP_MUL, graph_splat(g, dt, shape, -2),
@@ -365,9 +364,11 @@ static GraphId init_value(Graph *g, const Param *p, uint64_t seed) {
 
 Graph *lower_init_graph(const CheckedModel *m, uint64_t seed) {
   Graph *g = graph_new();
+  /* The run-time seed enters as the random nodes' offset (--seed). */
+  GraphId seed_input = graph_input(g, "seed", GRAPH_I32, graph_shape_scalar());
   for (int i = 0; i < m->params.len && !graph_error(g); i++) {
     const Param *p = m->params.items[i];
-    graph_output(g, p->name, init_value(g, p, seed));
+    graph_output(g, p->name, init_value(g, p, seed_input, seed));
   }
   return g;
 }

@@ -57,10 +57,11 @@ GraphId lower_step(void);
  * model (parameter initialisers, config). */
 Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model);
 
-/* A graph without inputs whose outputs, named like the parameters, are
- * their initial values (zeros, normal(mean, std), xavier_uniform, ...),
- * drawn from Philox with `seed`: initialisation is computed like anything
- * else, not by the runtime. */
+/* A graph whose outputs, named like the parameters, are their initial
+ * values (zeros, normal(mean, std), xavier_uniform, ...), drawn from Philox
+ * keyed by `seed` with the i32 scalar input "seed" as the counter offset
+ * (the run-time --seed): initialisation is computed like anything else,
+ * not by the runtime. */
 Graph *lower_init_graph(const CheckedModel *m, uint64_t seed);
 
 #endif
