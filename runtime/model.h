@@ -1,0 +1,80 @@
+/* The contract between a compiled model and the runtime.
+ *
+ * tfmc compiles up to three graphs of a model (init, train, forward); for
+ * each, the generated object defines its kernels, its entry points and a
+ * tfm_graph_desc that names every buffer the runtime touches. The object
+ * also defines `tfm_model`, the tfm_model_info tying them together. The
+ * runtime only moves bytes by these descriptions: no math. */
+#ifndef TFM_MODEL_H
+#define TFM_MODEL_H
+#include <stdint.h>
+
+#include "tfmrt.h"
+
+typedef enum {
+  TFM_ROLE_INPUT = 0,  /* written by the runtime before each run */
+  TFM_ROLE_PARAM = 1,  /* persistent; saved in checkpoints */
+  TFM_ROLE_STATE = 2,  /* persistent optimizer state; saved in checkpoints */
+  TFM_ROLE_OUTPUT = 3  /* read by the runtime after each run */
+} tfm_role;
+
+typedef enum { TFM_REGION_PERSISTENT = 0, TFM_REGION_SCRATCH = 1 } tfm_region;
+
+typedef struct tfm_buffer_desc {
+  const char *name;    /* dotted parameter name, input or output name */
+  int32_t role;        /* tfm_role */
+  int32_t dtype;       /* tfm_dtype */
+  int32_t region;      /* tfm_region */
+  int32_t rank;
+  int64_t offset;      /* bytes into its region */
+  int64_t shape[TFM_MAX_RANK];
+} tfm_buffer_desc;
+
+typedef void (*tfm_run_fn)(uint8_t *persistent, uint8_t *scratch, tfm_pool *pool);
+typedef void (*tfm_update_fn)(uint8_t *persistent, uint8_t *scratch);
+
+typedef struct tfm_graph_desc {
+  const char *name;    /* "init", "train" or "forward" */
+  int64_t persistent_bytes, scratch_bytes;
+  int32_t num_buffers;
+  const tfm_buffer_desc *buffers;
+  tfm_run_fn run;      /* every kernel, in order */
+  tfm_update_fn update; /* writes each update's value into its param or state */
+} tfm_graph_desc;
+
+typedef struct tfm_model_info {
+  const char *name;               /* the model's name in the .tfm file */
+  const char *source;             /* the .tfm file it was compiled from */
+  int32_t num_config;
+  const char *const *config_keys; /* the config after overrides, as text */
+  const char *const *config_values;
+  const tfm_graph_desc *init;     /* may be NULL (a model without params) */
+  const tfm_graph_desc *train;    /* NULL when the model has no train block */
+  const tfm_graph_desc *forward;
+} tfm_model_info;
+
+/* --- a graph instance: its arena and buffers ------------------------------- */
+typedef struct tfm_graph {
+  const tfm_graph_desc *desc;
+  tfm_arena arena;
+} tfm_graph;
+
+int tfm_graph_open(tfm_graph *g, const tfm_graph_desc *desc);
+void tfm_graph_close(tfm_graph *g);
+/* The buffer with this name and role, or NULL (desc_out may be NULL). */
+void *tfm_graph_buffer(tfm_graph *g, const char *name, tfm_role role,
+                       const tfm_buffer_desc **desc_out);
+int64_t tfm_buffer_numel(const tfm_buffer_desc *b);
+int64_t tfm_buffer_bytes(const tfm_buffer_desc *b);
+void tfm_graph_run(tfm_graph *g, tfm_pool *pool);
+void tfm_graph_update(tfm_graph *g);
+/* Copies every param (and state) of src into the same-named one of dst;
+ * refuses a shape or dtype mismatch. Buffers dst lacks are skipped. */
+int tfm_graph_copy_params(tfm_graph *dst, const tfm_graph *src);
+/* Copies the outputs of an init graph into the same-named params of dst. */
+int tfm_graph_take_init(tfm_graph *dst, const tfm_graph *init);
+/* Checkpoints: every param and state, by name, in safetensors. */
+int tfm_graph_save(const tfm_graph *g, const char *path, const tfm_meta *meta);
+int tfm_graph_load(tfm_graph *g, const char *path, tfm_meta *meta_out);
+
+#endif

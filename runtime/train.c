@@ -1,0 +1,115 @@
+/* The training loop: initialise or resume, then step, report, checkpoint.
+ * Batches come from a callback that must be a pure function of the step
+ * (and the seed), so a resumed run sees the very batches the uninterrupted
+ * run would have seen and ends with bit-identical parameters. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "train.h"
+
+static int file_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+static int set_scalar_input(tfm_graph *g, const char *name, int32_t value) {
+  const tfm_buffer_desc *b;
+  int32_t *p = tfm_graph_buffer(g, name, TFM_ROLE_INPUT, &b);
+  if (!p) return 0;
+  *p = value;
+  return 1;
+}
+
+static float scalar_output(tfm_graph *g, const char *name, int *found) {
+  const tfm_buffer_desc *b;
+  float *p = tfm_graph_buffer(g, name, TFM_ROLE_OUTPUT, &b);
+  *found = p != NULL && b->dtype == TFM_F32 && tfm_buffer_numel(b) == 1;
+  return *found ? *p : NAN;
+}
+
+int tfm_initialise(tfm_graph *train, const tfm_model_info *model, uint64_t seed, tfm_pool *pool) {
+  if (!model->init) return TFM_OK;
+  tfm_graph init;
+  if (tfm_graph_open(&init, model->init)) return TFM_FAILED;
+  set_scalar_input(&init, "seed", (int32_t)(seed & 0x7fffffff));
+  tfm_graph_run(&init, pool);
+  int status = tfm_graph_take_init(train, &init);
+  tfm_graph_close(&init);
+  return status;
+}
+
+static int save(const tfm_graph *g, const tfm_train_options *o, uint64_t step) {
+  tfm_meta meta = {0};
+  int status = tfm_meta_set_u64(&meta, TFM_META_STEP, step) ||
+               tfm_meta_set_u64(&meta, TFM_META_SEED, o->seed) ||
+               tfm_meta_set(&meta, "tfm.model", o->model->name) ||
+               tfm_graph_save(g, o->save_path, &meta);
+  tfm_meta_clear(&meta);
+  return status;
+}
+
+int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
+  const tfm_model_info *model = o->model;
+  memset(result, 0, sizeof *result);
+  if (!model->train) return tfm_fail("model %s has no train block; it cannot be trained", model->name);
+  tfm_graph g;
+  if (tfm_graph_open(&g, model->train)) return TFM_FAILED;
+  int status = TFM_FAILED;
+  uint64_t first = 0;
+  if (o->resume && o->save_path && file_exists(o->save_path)) {
+    tfm_meta meta = {0};
+    uint64_t seed = o->seed;
+    if (tfm_graph_load(&g, o->save_path, &meta) || tfm_meta_get_u64(&meta, TFM_META_STEP, &first)) {
+      tfm_meta_clear(&meta);
+      goto done;
+    }
+    tfm_meta_get_u64(&meta, TFM_META_SEED, &seed);
+    tfm_meta_clear(&meta);
+    if (seed != o->seed) {
+      tfm_fail("%s was written with --seed %llu, not %llu; resume with the same seed",
+               o->save_path, (unsigned long long)seed, (unsigned long long)o->seed);
+      goto done;
+    }
+    if (o->log) fprintf(o->log, "resuming from %s at step %llu\n", o->save_path, (unsigned long long)first);
+  } else if (tfm_initialise(&g, model, o->seed, o->pool)) {
+    goto done;
+  }
+  tfm_progress progress;
+  if (o->log) tfm_progress_start(&progress, o->log, first, o->steps);
+  uint64_t pending_tokens = 0; /* since the last progress line */
+  for (uint64_t step = first + 1; step <= o->steps; step++) {
+    uint64_t tokens = 0;
+    if (o->next_batch(o->batch_ctx, &g, step, &tokens)) goto done;
+    pending_tokens += tokens;
+    set_scalar_input(&g, "step", (int32_t)step);
+    tfm_graph_run(&g, o->pool);
+    int found;
+    float loss = scalar_output(&g, "loss", &found);
+    if (!found) {
+      tfm_fail("the train graph has no f32 scalar output 'loss'");
+      goto done;
+    }
+    if (!isfinite(loss)) {
+      tfm_fail("the loss is %s at step %llu; stopping (the last checkpoint is unchanged)",
+               isnan(loss) ? "NaN" : "infinite", (unsigned long long)step);
+      goto done;
+    }
+    tfm_graph_update(&g);
+    result->last_loss = loss;
+    result->steps_done = step;
+    float lr = scalar_output(&g, "lr", &found);
+    if (o->log && (step % o->log_every == 0 || step == o->steps || step == first + 1)) {
+      tfm_progress_report(&progress, step, loss, found ? lr : NAN, pending_tokens);
+      pending_tokens = 0;
+    }
+    int checkpoint = o->save_path && ((o->save_every && step % o->save_every == 0) || step == o->steps);
+    if (checkpoint && save(&g, o, step)) goto done;
+  }
+  if (o->on_done && o->on_done(o->batch_ctx, &g)) goto done;
+  status = TFM_OK;
+done:
+  tfm_graph_close(&g);
+  return status;
+}

@@ -1,0 +1,39 @@
+/* The training loop of a compiled model (see train.c). */
+#ifndef TFM_TRAIN_LOOP_H
+#define TFM_TRAIN_LOOP_H
+#include <stdio.h>
+
+#include "model.h"
+
+/* Writes the train graph's inputs for `step` (1-based); must depend only on
+ * the step and the data's seed. *tokens receives the batch's token count
+ * (for the progress line). */
+typedef int (*tfm_batch_fn)(void *ctx, tfm_graph *train, uint64_t step, uint64_t *tokens);
+/* Called once after the last step with the trained graph (e.g. to evaluate). */
+typedef int (*tfm_done_fn)(void *ctx, tfm_graph *train);
+
+typedef struct tfm_train_options {
+  const tfm_model_info *model;
+  uint64_t steps;         /* train until this step */
+  uint64_t seed;          /* parameter initialisation (and recorded in checkpoints) */
+  const char *save_path;  /* checkpoint file, or NULL */
+  uint64_t save_every;    /* also checkpoint every this many steps (0: only at the end) */
+  int resume;             /* continue from save_path when it exists */
+  uint64_t log_every;     /* progress line every this many steps */
+  FILE *log;              /* NULL: quiet */
+  tfm_pool *pool;
+  tfm_batch_fn next_batch;
+  tfm_done_fn on_done;    /* may be NULL */
+  void *batch_ctx;
+} tfm_train_options;
+
+typedef struct tfm_train_result {
+  uint64_t steps_done;
+  double last_loss;
+} tfm_train_result;
+
+/* Runs the init graph with `seed` and copies its outputs into g's params. */
+int tfm_initialise(tfm_graph *g, const tfm_model_info *model, uint64_t seed, tfm_pool *pool);
+int tfm_train(const tfm_train_options *options, tfm_train_result *result);
+
+#endif
