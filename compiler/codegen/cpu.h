@@ -1,0 +1,40 @@
+/* The CPU backend: LLVM code for a kernel plan, through the LLVM C API.
+ *
+ * The module defines, for a symbol prefix P (default "tfm_model"):
+ *   void P_run(uint8_t *persistent, uint8_t *scratch, tfm_pool *pool);
+ *       runs every kernel in plan order over buffers at the plan's offsets
+ *       into the two arena regions; with a pool each kernel's outer range is
+ *       split by tfm_parallel_for, with pool == NULL it runs on the caller;
+ *   void P_update(uint8_t *persistent, uint8_t *scratch);
+ *       copies each update's value into its target (the optimizer step);
+ *   const int64_t P_persistent_bytes, P_scratch_bytes;
+ *       the region sizes the plan needs.
+ * One internal function per distinct kernel, of the tfm_range_fn type:
+ *   void kernel(void *args, size_t begin, size_t end)
+ * where args is the kernel's array of buffer pointers (output first). */
+#ifndef TFM_CPU_H
+#define TFM_CPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "kernel.h"
+
+typedef struct CpuOptions {
+  const char *cpu;    /* "native" (the default when NULL) or an LLVM CPU such as "x86-64-v3" */
+  const char *prefix; /* symbol prefix; "tfm_model" when NULL */
+} CpuOptions;
+
+typedef struct CpuModule CpuModule;
+
+/* Generates the module, verifies it and optimises it (default<O3>). */
+CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *err,
+                       size_t err_size);
+void cpu_module_free(CpuModule *module);
+
+bool cpu_emit_object(CpuModule *module, const char *path, char *err, size_t err_size);
+/* The optimised module as LLVM IR text and as assembly; malloc'd, NULL on failure. */
+char *cpu_llvm_text(CpuModule *module);
+char *cpu_assembly_text(CpuModule *module, char *err, size_t err_size);
+
+#endif

@@ -1,0 +1,128 @@
+/* Small builders over the LLVM C API that every kind of kernel uses. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+LLVMTypeRef cpu_type(const CpuGen *gen, GraphDtype dtype) {
+  switch (kernel_storage_dtype(dtype)) {
+  case GRAPH_F64: return gen->f64;
+  case GRAPH_I32: return gen->i32;
+  default: return gen->f32;
+  }
+}
+
+LLVMValueRef cpu_i64(const CpuGen *gen, int64_t value) {
+  return LLVMConstInt(gen->i64, (unsigned long long)value, true);
+}
+
+LLVMValueRef cpu_i32(const CpuGen *gen, int32_t value) {
+  return LLVMConstInt(gen->i32, (unsigned long long)(int64_t)value, true);
+}
+
+/* As eval_tensor_set: floats round, integers saturate and NaN becomes 0. */
+LLVMValueRef cpu_constant(const CpuGen *gen, GraphDtype dtype, double value) {
+  switch (kernel_storage_dtype(dtype)) {
+  case GRAPH_F64: return LLVMConstReal(gen->f64, value);
+  case GRAPH_I32: {
+    int32_t v = isnan(value)             ? 0
+                : value >= 2147483647.0  ? INT32_MAX
+                : value <= -2147483648.0 ? INT32_MIN
+                                         : (int32_t)value;
+    return cpu_i32(gen, v);
+  }
+  default: return LLVMConstReal(gen->f32, (double)(float)value);
+  }
+}
+
+LLVMValueRef cpu_entry_alloca(CpuGen *gen, LLVMTypeRef type, const char *name) {
+  LLVMBasicBlockRef current = LLVMGetInsertBlock(gen->builder);
+  LLVMValueRef fn = LLVMGetBasicBlockParent(current);
+  LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(fn);
+  LLVMBuilderRef b = LLVMCreateBuilderInContext(gen->context);
+  LLVMValueRef first = LLVMGetFirstInstruction(entry);
+  if (first)
+    LLVMPositionBuilderBefore(b, first);
+  else
+    LLVMPositionBuilderAtEnd(b, entry);
+  LLVMValueRef slot = LLVMBuildAlloca(b, type, name);
+  LLVMDisposeBuilder(b);
+  return slot;
+}
+
+void cpu_loop_begin(CpuGen *gen, CpuLoop *loop, LLVMValueRef begin, LLVMValueRef end) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  loop->counter = cpu_entry_alloca(gen, gen->i64, "i");
+  LLVMBuildStore(b, begin, loop->counter);
+  loop->header = LLVMAppendBasicBlockInContext(gen->context, fn, "loop");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(gen->context, fn, "body");
+  loop->exit = LLVMAppendBasicBlockInContext(gen->context, fn, "done");
+  LLVMBuildBr(b, loop->header);
+  LLVMPositionBuilderAtEnd(b, loop->header);
+  LLVMValueRef i = LLVMBuildLoad2(b, gen->i64, loop->counter, "");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i, end, ""), body, loop->exit);
+  LLVMPositionBuilderAtEnd(b, body);
+  loop->index = i;
+}
+
+void cpu_loop_end(CpuGen *gen, CpuLoop *loop) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef next = LLVMBuildAdd(b, loop->index, cpu_i64(gen, 1), "");
+  LLVMBuildStore(b, next, loop->counter);
+  LLVMBuildBr(b, loop->header);
+  LLVMPositionBuilderAtEnd(b, loop->exit);
+}
+
+LLVMValueRef cpu_intrinsic(CpuGen *gen, const char *name, LLVMTypeRef *types, int num_types,
+                           LLVMValueRef *args, int num_args) {
+  unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
+  LLVMValueRef fn = LLVMGetIntrinsicDeclaration(gen->module, id, types, (size_t)num_types);
+  LLVMTypeRef fn_type = LLVMIntrinsicGetType(gen->context, id, types, (size_t)num_types);
+  return LLVMBuildCall2(gen->builder, fn_type, fn, args, (unsigned)num_args, "");
+}
+
+LLVMValueRef cpu_libcall(CpuGen *gen, const char *name, LLVMTypeRef result, LLVMTypeRef *params,
+                         LLVMValueRef *args, int num_args) {
+  LLVMTypeRef fn_type = LLVMFunctionType(result, params, (unsigned)num_args, false);
+  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
+  if (!fn)
+    fn = LLVMAddFunction(gen->module, name, fn_type);
+  return LLVMBuildCall2(gen->builder, fn_type, fn, args, (unsigned)num_args, "");
+}
+
+LLVMValueRef cpu_element(CpuGen *gen, LLVMTypeRef element, LLVMValueRef base, LLVMValueRef index) {
+  return LLVMBuildInBoundsGEP2(gen->builder, element, base, &index, 1, "");
+}
+
+LLVMValueRef cpu_kernel_arg(CpuGen *gen, LLVMValueRef args, int i, LLVMTypeRef element) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef ptr_ptr = LLVMPointerType(gen->ptr, 0);
+  LLVMValueRef slots = LLVMBuildBitCast(b, args, ptr_ptr, "");
+  LLVMValueRef slot = cpu_element(gen, gen->ptr, slots, cpu_i64(gen, i));
+  LLVMValueRef raw = LLVMBuildLoad2(b, gen->ptr, slot, "");
+  return LLVMBuildBitCast(b, raw, LLVMPointerType(element, 0), "");
+}
+
+LLVMValueRef cpu_kernel_function(CpuGen *gen, int function) {
+  const KernelPlan *plan = gen->plan;
+  const Kernel *k = &plan->kernels[plan->function_kernel[function]];
+  char name[128];
+  snprintf(name, sizeof name, "%s_k%d_%s", gen->prefix, function,
+           graph_op_name(graph_node(gen->graph, k->root)->op));
+  LLVMValueRef fn = LLVMAddFunction(gen->module, name, gen->range_fn);
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  /* Inlined into P_run, every kernel would be compiled twice (the serial
+   * call and the pointer passed to tfm_parallel_for). */
+  const char *attributes[2] = {"noinline", "nounwind"};
+  for (int i = 0; i < 2; i++) {
+    unsigned kind = LLVMGetEnumAttributeKindForName(attributes[i], strlen(attributes[i]));
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateEnumAttribute(gen->context, kind, 0));
+  }
+  LLVMPositionBuilderAtEnd(gen->builder, LLVMAppendBasicBlockInContext(gen->context, fn, "entry"));
+  gen->functions[function] = fn;
+  return fn;
+}

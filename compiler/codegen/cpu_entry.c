@@ -1,0 +1,106 @@
+/* The entry points: P_run calls the kernels in plan order, each over its
+ * range through tfm_parallel_for; P_update applies the updates. */
+#include <stdio.h>
+
+#include "cpu_internal.h"
+
+static LLVMValueRef declare_parallel_for(CpuGen *gen) {
+  /* int tfm_parallel_for(tfm_pool *, size_t n, tfm_range_fn, void *ctx) */
+  LLVMTypeRef params[4] = {gen->ptr, gen->i64, LLVMPointerType(gen->range_fn, 0), gen->ptr};
+  LLVMTypeRef type = LLVMFunctionType(gen->i32, params, 4, false);
+  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, "tfm_parallel_for");
+  return fn ? fn : LLVMAddFunction(gen->module, "tfm_parallel_for", type);
+}
+
+static LLVMValueRef buffer_address(CpuGen *gen, LLVMValueRef persistent, LLVMValueRef scratch,
+                                   int buffer) {
+  const KernelBuffer *b = &gen->plan->buffers[buffer];
+  LLVMValueRef base = b->region == KERNEL_PERSISTENT ? persistent : scratch;
+  return cpu_element(gen, gen->i8, base, cpu_i64(gen, b->offset));
+}
+
+static LLVMValueRef add_entry(CpuGen *gen, const char *suffix, int num_params) {
+  char name[160];
+  snprintf(name, sizeof name, "%s_%s", gen->prefix, suffix);
+  LLVMTypeRef params[3] = {gen->ptr, gen->ptr, gen->ptr};
+  LLVMValueRef fn = LLVMAddFunction(
+      gen->module, name, LLVMFunctionType(gen->void_type, params, (unsigned)num_params, false));
+  LLVMPositionBuilderAtEnd(gen->builder, LLVMAppendBasicBlockInContext(gen->context, fn, "entry"));
+  return fn;
+}
+
+static void emit_run(CpuGen *gen) {
+  const KernelPlan *plan = gen->plan;
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef fn = add_entry(gen, "run", 3);
+  LLVMValueRef persistent = LLVMGetParam(fn, 0), scratch = LLVMGetParam(fn, 1);
+  LLVMValueRef pool = LLVMGetParam(fn, 2);
+  LLVMValueRef parallel_for = declare_parallel_for(gen);
+  LLVMTypeRef pf_type = LLVMGlobalGetValueType(parallel_for);
+  int most_args = 1;
+  for (int i = 0; i < plan->num_kernels; i++)
+    if (plan->kernels[i].num_args > most_args)
+      most_args = plan->kernels[i].num_args;
+  /* One argument array serves every kernel: each call returns before the
+   * next kernel fills it. */
+  LLVMValueRef slots = LLVMBuildArrayAlloca(b, gen->ptr, cpu_i64(gen, most_args), "args");
+  LLVMValueRef ctx = LLVMBuildBitCast(b, slots, gen->ptr, "");
+  LLVMValueRef serial = LLVMBuildICmp(b, LLVMIntEQ, pool, LLVMConstNull(gen->ptr), "");
+  for (int ki = 0; ki < plan->num_kernels; ki++) {
+    const Kernel *k = &plan->kernels[ki];
+    for (int i = 0; i < k->num_args; i++)
+      LLVMBuildStore(b, buffer_address(gen, persistent, scratch, k->args[i]),
+                     cpu_element(gen, gen->ptr, slots, cpu_i64(gen, i)));
+    LLVMValueRef kernel_fn = gen->functions[k->function];
+    LLVMValueRef rows = cpu_i64(gen, k->rows);
+    LLVMBasicBlockRef here = LLVMAppendBasicBlockInContext(gen->context, fn, "serial");
+    LLVMBasicBlockRef pooled = LLVMAppendBasicBlockInContext(gen->context, fn, "pooled");
+    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next");
+    LLVMBuildCondBr(b, serial, here, pooled);
+    LLVMPositionBuilderAtEnd(b, here);
+    LLVMValueRef direct[3] = {ctx, cpu_i64(gen, 0), rows};
+    LLVMBuildCall2(b, gen->range_fn, kernel_fn, direct, 3, "");
+    LLVMBuildBr(b, next);
+    LLVMPositionBuilderAtEnd(b, pooled);
+    LLVMValueRef call[4] = {pool, rows, kernel_fn, ctx};
+    LLVMBuildCall2(b, pf_type, parallel_for, call, 4, "");
+    LLVMBuildBr(b, next);
+    LLVMPositionBuilderAtEnd(b, next);
+  }
+  LLVMBuildRetVoid(b);
+}
+
+/* memmove: a value may share its buffer with the target (p' = p). */
+static void emit_update(CpuGen *gen) {
+  const KernelPlan *plan = gen->plan;
+  const Graph *g = gen->graph;
+  LLVMValueRef fn = add_entry(gen, "update", 2);
+  LLVMValueRef persistent = LLVMGetParam(fn, 0), scratch = LLVMGetParam(fn, 1);
+  for (int i = 0; i < graph_num_updates(g); i++) {
+    GraphUpdate u = graph_update_at(g, i);
+    int to = plan->buffer_of[u.target], from = plan->buffer_of[u.value];
+    if (to == from)
+      continue;
+    LLVMTypeRef types[3] = {gen->ptr, gen->ptr, gen->i64};
+    LLVMValueRef args[4] = {buffer_address(gen, persistent, scratch, to),
+                            buffer_address(gen, persistent, scratch, from),
+                            cpu_i64(gen, plan->buffers[to].bytes), LLVMConstInt(gen->i1, 0, false)};
+    cpu_intrinsic(gen, "llvm.memmove", types, 3, args, 4);
+  }
+  LLVMBuildRetVoid(gen->builder);
+}
+
+static void emit_size(CpuGen *gen, const char *suffix, int64_t bytes) {
+  char name[160];
+  snprintf(name, sizeof name, "%s_%s", gen->prefix, suffix);
+  LLVMValueRef global = LLVMAddGlobal(gen->module, gen->i64, name);
+  LLVMSetInitializer(global, cpu_i64(gen, bytes));
+  LLVMSetGlobalConstant(global, true);
+}
+
+void cpu_emit_entry(CpuGen *gen) {
+  emit_run(gen);
+  emit_update(gen);
+  emit_size(gen, "persistent_bytes", gen->plan->persistent_bytes);
+  emit_size(gen, "scratch_bytes", gen->plan->scratch_bytes);
+}

@@ -1,0 +1,63 @@
+/* What the parts of the CPU backend share: the LLVM objects of one module
+ * and small builders for types, loops and calls. */
+#ifndef TFM_CPU_INTERNAL_H
+#define TFM_CPU_INTERNAL_H
+
+#include <llvm-c/Core.h>
+
+#include "cpu.h"
+
+typedef struct CpuGen {
+  LLVMContextRef context;
+  LLVMModuleRef module;
+  LLVMBuilderRef builder;
+  const KernelPlan *plan;
+  const Graph *graph;
+  const char *prefix;
+  LLVMTypeRef i1, i8, i32, i64, f32, f64, void_type, ptr; /* ptr is i8* */
+  LLVMTypeRef range_fn;        /* void (i8*, i64, i64), as tfm_range_fn */
+  LLVMValueRef *functions;     /* one per plan function */
+  LLVMValueRef *constant_data; /* per node: global of a non-splat constant */
+} CpuGen;
+
+/* A counted loop [begin, end) whose counter lives in an alloca (mem2reg
+ * turns it into a phi), so loops nest anywhere inside an expression. */
+typedef struct CpuLoop {
+  LLVMValueRef counter, index;
+  LLVMBasicBlockRef header, exit;
+} CpuLoop;
+
+LLVMTypeRef cpu_type(const CpuGen *gen, GraphDtype dtype); /* storage type */
+LLVMValueRef cpu_i64(const CpuGen *gen, int64_t value);
+LLVMValueRef cpu_i32(const CpuGen *gen, int32_t value);
+/* `value` converted as the evaluator stores a double into this dtype. */
+LLVMValueRef cpu_constant(const CpuGen *gen, GraphDtype dtype, double value);
+
+LLVMValueRef cpu_entry_alloca(CpuGen *gen, LLVMTypeRef type, const char *name);
+void cpu_loop_begin(CpuGen *gen, CpuLoop *loop, LLVMValueRef begin, LLVMValueRef end);
+void cpu_loop_end(CpuGen *gen, CpuLoop *loop);
+
+/* Calls an overloaded intrinsic such as "llvm.sqrt" at `type`. */
+LLVMValueRef cpu_intrinsic(CpuGen *gen, const char *name, LLVMTypeRef *types, int num_types,
+                           LLVMValueRef *args, int num_args);
+/* Calls a C library function (declared on first use). */
+LLVMValueRef cpu_libcall(CpuGen *gen, const char *name, LLVMTypeRef result, LLVMTypeRef *params,
+                         LLVMValueRef *args, int num_args);
+
+/* Typed pointer to element `index` of `base`. */
+LLVMValueRef cpu_element(CpuGen *gen, LLVMTypeRef element, LLVMValueRef base, LLVMValueRef index);
+/* The kernel's buffer argument `i` as a pointer to `element`. */
+LLVMValueRef cpu_kernel_arg(CpuGen *gen, LLVMValueRef args, int i, LLVMTypeRef element);
+/* A new kernel function (internal, of the range type) positioned at its entry. */
+LLVMValueRef cpu_kernel_function(CpuGen *gen, int function);
+
+/* Element `index` (i64) of random node `node`: Philox 4x32-10 as philox.c. */
+LLVMValueRef cpu_philox_uniform(CpuGen *gen, const GraphNode *node, LLVMValueRef offset,
+                                LLVMValueRef index);
+
+void cpu_emit_loop_kernel(CpuGen *gen, int function, const Kernel *kernel);
+void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);
+void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel);
+void cpu_emit_entry(CpuGen *gen);
+
+#endif

@@ -1,0 +1,521 @@
+/* Loop kernels: a loop nest over the root's output in which every fused
+ * node is computed at the index its consumer asks for. Movement ops only
+ * rewrite the index, so views cost index arithmetic, not copies. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+/* Where a node is read: per-axis indices and/or the row-major linear index,
+ * each computed on first use. Ids tell the memo which reads are the same. */
+typedef struct Index {
+  int id;
+  const GraphShape *shape;
+  LLVMValueRef linear;
+  LLVMValueRef axis[GRAPH_MAX_RANK];
+} Index;
+
+typedef struct Memo {
+  GraphId node;
+  int index_id;
+  LLVMValueRef value;
+} Memo;
+
+typedef struct Emitter {
+  CpuGen *gen;
+  LLVMBuilderRef b;
+  const Kernel *kernel;
+  int kernel_index;
+  LLVMValueRef *args;    /* typed buffer pointers, per kernel argument */
+  LLVMValueRef *hoisted; /* per hoisted reduction: its value in this row */
+  Memo *memo;            /* values valid where the builder is now */
+  int memo_count, memo_capacity;
+  int next_index_id;
+} Emitter;
+
+static LLVMValueRef emit(Emitter *e, GraphId id, Index *at);
+
+static Index new_index(Emitter *e, const GraphShape *shape) {
+  Index at;
+  memset(&at, 0, sizeof at);
+  at.id = e->next_index_id++;
+  at.shape = shape;
+  return at;
+}
+
+static int64_t stride_of(const GraphShape *s, int axis) {
+  int64_t stride = 1;
+  for (int d = axis + 1; d < s->rank; d++)
+    stride *= s->dims[d];
+  return stride;
+}
+
+static LLVMValueRef axis_of(Emitter *e, Index *at, int d) {
+  if (at->axis[d])
+    return at->axis[d];
+  const GraphShape *s = at->shape;
+  if (s->dims[d] == 1)
+    return at->axis[d] = cpu_i64(e->gen, 0);
+  LLVMValueRef v = LLVMBuildUDiv(e->b, at->linear, cpu_i64(e->gen, stride_of(s, d)), "");
+  if (d > 0)
+    v = LLVMBuildURem(e->b, v, cpu_i64(e->gen, s->dims[d]), "");
+  return at->axis[d] = v;
+}
+
+static LLVMValueRef linear_of(Emitter *e, Index *at) {
+  if (at->linear)
+    return at->linear;
+  LLVMValueRef sum = cpu_i64(e->gen, 0);
+  for (int d = 0; d < at->shape->rank; d++) {
+    if (at->shape->dims[d] == 1)
+      continue;
+    LLVMValueRef term =
+        LLVMBuildMul(e->b, axis_of(e, at, d), cpu_i64(e->gen, stride_of(at->shape, d)), "");
+    sum = LLVMBuildAdd(e->b, sum, term, "");
+  }
+  return at->linear = sum;
+}
+
+/* Every axis computed now, so values made later inside a loop body never
+ * leak out of it through the index's cache. */
+static void settle(Emitter *e, Index *at) {
+  for (int d = 0; d < at->shape->rank; d++)
+    axis_of(e, at, d);
+  linear_of(e, at);
+}
+
+static void remember(Emitter *e, GraphId node, int index_id, LLVMValueRef value) {
+  if (e->memo_count == e->memo_capacity) {
+    e->memo_capacity = e->memo_capacity ? 2 * e->memo_capacity : 64;
+    e->memo = realloc(e->memo, sizeof *e->memo * (size_t)e->memo_capacity);
+    if (!e->memo)
+      abort(); /* out of memory while building LLVM IR */
+  }
+  e->memo[e->memo_count++] = (Memo){node, index_id, value};
+}
+
+static LLVMValueRef recall(const Emitter *e, GraphId node, int index_id) {
+  for (int i = e->memo_count - 1; i >= 0; i--)
+    if (e->memo[i].node == node && e->memo[i].index_id == index_id)
+      return e->memo[i].value;
+  return NULL;
+}
+
+static const GraphNode *node_of(const Emitter *e, GraphId id) {
+  return graph_node(e->gen->graph, id);
+}
+
+static bool is_float(const GraphNode *n) { return kernel_storage_dtype(n->dtype) != GRAPH_I32; }
+
+static LLVMValueRef math1(Emitter *e, const char *f32_name, const char *f64_name,
+                          const GraphNode *n, LLVMValueRef x) {
+  LLVMTypeRef t = cpu_type(e->gen, n->dtype);
+  bool single = t == e->gen->f32;
+  return cpu_libcall(e->gen, single ? f32_name : f64_name, t, &t, &x, 1);
+}
+
+static LLVMValueRef is_nan(Emitter *e, LLVMValueRef x) {
+  return LLVMBuildFCmp(e->b, LLVMRealUNO, x, x, "");
+}
+
+static LLVMValueRef emit_unary(Emitter *e, const GraphNode *n, LLVMValueRef x) {
+  LLVMBuilderRef b = e->b;
+  LLVMTypeRef t = cpu_type(e->gen, n->dtype);
+  bool fl = is_float(n);
+  switch (n->op) {
+  case GRAPH_OP_NEG: return fl ? LLVMBuildFNeg(b, x, "") : LLVMBuildNeg(b, x, "");
+  case GRAPH_OP_EXP: return math1(e, "expf", "exp", n, x);
+  case GRAPH_OP_LOG: return math1(e, "logf", "log", n, x);
+  case GRAPH_OP_SQRT: return cpu_intrinsic(e->gen, "llvm.sqrt", &t, 1, &x, 1);
+  case GRAPH_OP_RSQRT:
+    return LLVMBuildFDiv(b, LLVMConstReal(t, 1.0), cpu_intrinsic(e->gen, "llvm.sqrt", &t, 1, &x, 1),
+                         "");
+  case GRAPH_OP_TANH: return math1(e, "tanhf", "tanh", n, x);
+  case GRAPH_OP_SIN: return math1(e, "sinf", "sin", n, x);
+  case GRAPH_OP_COS: return math1(e, "cosf", "cos", n, x);
+  case GRAPH_OP_RECIP: return LLVMBuildFDiv(b, LLVMConstReal(t, 1.0), x, "");
+  default: /* ABS */
+    if (fl)
+      return cpu_intrinsic(e->gen, "llvm.fabs", &t, 1, &x, 1);
+    return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, x, cpu_i32(e->gen, 0), ""),
+                           LLVMBuildNeg(b, x, ""), x, "");
+  }
+}
+
+/* max keeps `a` on ties and takes a NaN `b`, as the evaluator does. */
+static LLVMValueRef emit_max_min(Emitter *e, bool fl, bool max, LLVMValueRef a, LLVMValueRef bv) {
+  LLVMBuilderRef b = e->b;
+  LLVMValueRef take_b;
+  if (fl) {
+    LLVMValueRef ordered =
+        max ? LLVMBuildFCmp(b, LLVMRealOLT, a, bv, "") : LLVMBuildFCmp(b, LLVMRealOLT, bv, a, "");
+    take_b = LLVMBuildOr(b, ordered, is_nan(e, bv), "");
+  } else {
+    take_b =
+        max ? LLVMBuildICmp(b, LLVMIntSLT, a, bv, "") : LLVMBuildICmp(b, LLVMIntSLT, bv, a, "");
+  }
+  return LLVMBuildSelect(b, take_b, bv, a, "");
+}
+
+static LLVMValueRef emit_binary(Emitter *e, const GraphNode *n, LLVMValueRef x, LLVMValueRef y) {
+  LLVMBuilderRef b = e->b;
+  bool fl = is_float(node_of(e, n->inputs[0]));
+  LLVMValueRef bit;
+  switch (n->op) {
+  case GRAPH_OP_ADD: return fl ? LLVMBuildFAdd(b, x, y, "") : LLVMBuildAdd(b, x, y, "");
+  case GRAPH_OP_SUB: return fl ? LLVMBuildFSub(b, x, y, "") : LLVMBuildSub(b, x, y, "");
+  case GRAPH_OP_MUL: return fl ? LLVMBuildFMul(b, x, y, "") : LLVMBuildMul(b, x, y, "");
+  case GRAPH_OP_DIV: return LLVMBuildFDiv(b, x, y, "");
+  case GRAPH_OP_MAX: return emit_max_min(e, fl, true, x, y);
+  case GRAPH_OP_MIN: return emit_max_min(e, fl, false, x, y);
+  case GRAPH_OP_POW: {
+    LLVMTypeRef t = cpu_type(e->gen, n->dtype), params[2] = {t, t};
+    LLVMValueRef args[2] = {x, y};
+    return cpu_libcall(e->gen, t == e->gen->f32 ? "powf" : "pow", t, params, args, 2);
+  }
+  case GRAPH_OP_CMPLT:
+    bit = fl ? LLVMBuildFCmp(b, LLVMRealOLT, x, y, "") : LLVMBuildICmp(b, LLVMIntSLT, x, y, "");
+    return LLVMBuildZExt(b, bit, e->gen->i32, "");
+  default: /* CMPEQ */
+    bit = fl ? LLVMBuildFCmp(b, LLVMRealOEQ, x, y, "") : LLVMBuildICmp(b, LLVMIntEQ, x, y, "");
+    return LLVMBuildZExt(b, bit, e->gen->i32, "");
+  }
+}
+
+/* As the evaluator: through double, saturating to i32 with NaN -> 0. */
+static LLVMValueRef emit_cast(Emitter *e, const GraphNode *n, LLVMValueRef x) {
+  CpuGen *gen = e->gen;
+  LLVMTypeRef from = LLVMTypeOf(x), to = cpu_type(gen, n->dtype);
+  if (from == to)
+    return x;
+  if (to == gen->i32) {
+    if (from == gen->f32)
+      x = LLVMBuildFPExt(e->b, x, gen->f64, "");
+    LLVMTypeRef types[2] = {gen->i32, gen->f64};
+    return cpu_intrinsic(gen, "llvm.fptosi.sat", types, 2, &x, 1);
+  }
+  if (from == gen->i32)
+    return LLVMBuildSIToFP(e->b, x, to, "");
+  return to == gen->f64 ? LLVMBuildFPExt(e->b, x, to, "") : LLVMBuildFPTrunc(e->b, x, to, "");
+}
+
+static LLVMValueRef load_buffer(Emitter *e, GraphId id, Index *at) {
+  const KernelPlan *plan = e->gen->plan;
+  int buffer = plan->buffer_of[id];
+  for (int i = 0; i < e->kernel->num_args; i++)
+    if (e->kernel->args[i] == buffer) {
+      LLVMTypeRef t = cpu_type(e->gen, node_of(e, id)->dtype);
+      LLVMValueRef ptr = cpu_element(e->gen, t, e->args[i], linear_of(e, at));
+      return LLVMBuildLoad2(e->b, t, ptr, "");
+    }
+  abort(); /* kernel formation lists every buffer a kernel reads */
+}
+
+/* A non-splat constant lives in a module global. */
+static LLVMValueRef constant_global(Emitter *e, GraphId id) {
+  CpuGen *gen = e->gen;
+  if (gen->constant_data[id])
+    return gen->constant_data[id];
+  const GraphNode *n = node_of(e, id);
+  LLVMTypeRef t = cpu_type(gen, n->dtype);
+  int64_t count = n->attrs.num_values;
+  LLVMValueRef *values = malloc(sizeof *values * (size_t)count);
+  if (!values)
+    abort();
+  for (int64_t i = 0; i < count; i++)
+    values[i] = cpu_constant(gen, n->dtype, n->attrs.values[i]);
+  LLVMTypeRef array = LLVMArrayType(t, (unsigned)count);
+  LLVMValueRef global = LLVMAddGlobal(gen->module, array, "constant");
+  LLVMSetInitializer(global, LLVMConstArray(t, values, (unsigned)count));
+  LLVMSetGlobalConstant(global, true);
+  LLVMSetLinkage(global, LLVMPrivateLinkage);
+  free(values);
+  return gen->constant_data[id] = LLVMConstBitCast(global, LLVMPointerType(t, 0));
+}
+
+static LLVMValueRef emit_constant(Emitter *e, GraphId id, Index *at) {
+  const GraphNode *n = node_of(e, id);
+  if (n->attrs.num_values == 1)
+    return cpu_constant(e->gen, n->dtype, n->attrs.values[0]);
+  LLVMTypeRef t = cpu_type(e->gen, n->dtype);
+  LLVMValueRef ptr = cpu_element(e->gen, t, constant_global(e, id), linear_of(e, at));
+  return LLVMBuildLoad2(e->b, t, ptr, "");
+}
+
+static LLVMValueRef emit_iota(Emitter *e, const GraphNode *n, Index *at) {
+  LLVMValueRef i = axis_of(e, at, n->attrs.axis);
+  LLVMTypeRef t = cpu_type(e->gen, n->dtype);
+  if (t == e->gen->i32)
+    return LLVMBuildTrunc(e->b, i, t, "");
+  return LLVMBuildSIToFP(e->b, i, t, "");
+}
+
+static LLVMValueRef emit_random(Emitter *e, const GraphNode *n, Index *at) {
+  Index scalar = new_index(e, &node_of(e, n->inputs[0])->shape);
+  scalar.linear = cpu_i64(e->gen, 0);
+  LLVMValueRef offset = emit(e, n->inputs[0], &scalar);
+  return cpu_philox_uniform(e->gen, n, offset, linear_of(e, at));
+}
+
+/* Sums or maxes the input over the reduced axes at output index `at`; the
+ * accumulation runs in row-major order, as the evaluator's does. */
+static LLVMValueRef emit_reduction(Emitter *e, GraphId id, Index *at) {
+  CpuGen *gen = e->gen;
+  const GraphNode *n = node_of(e, id);
+  const GraphNode *x = node_of(e, n->inputs[0]);
+  LLVMTypeRef t = cpu_type(gen, n->dtype);
+  bool fl = is_float(n), sum = n->op == GRAPH_OP_REDUCE_SUM;
+  settle(e, at);
+  LLVMValueRef acc = cpu_entry_alloca(gen, t, "acc");
+  LLVMValueRef init = sum ? (fl ? LLVMConstReal(t, 0.0) : cpu_i32(gen, 0))
+                          : (fl ? LLVMConstReal(t, -INFINITY) : cpu_i32(gen, INT32_MIN));
+  LLVMBuildStore(e->b, init, acc);
+  Index in = new_index(e, &x->shape);
+  CpuLoop loops[GRAPH_MAX_RANK];
+  int num_loops = 0, mark = e->memo_count;
+  for (int d = 0; d < x->shape.rank; d++) {
+    if (!(n->attrs.axes & (1u << d))) {
+      in.axis[d] = at->axis[d];
+      continue;
+    }
+    cpu_loop_begin(gen, &loops[num_loops], cpu_i64(gen, 0), cpu_i64(gen, x->shape.dims[d]));
+    in.axis[d] = loops[num_loops++].index;
+  }
+  LLVMValueRef v = emit(e, n->inputs[0], &in);
+  LLVMValueRef a = LLVMBuildLoad2(e->b, t, acc, "");
+  LLVMValueRef next;
+  if (sum) {
+    next = fl ? LLVMBuildFAdd(e->b, a, v, "") : LLVMBuildAdd(e->b, a, v, "");
+  } else {
+    LLVMValueRef take =
+        fl ? LLVMBuildOr(e->b, LLVMBuildFCmp(e->b, LLVMRealOLT, a, v, ""), is_nan(e, v), "")
+           : LLVMBuildICmp(e->b, LLVMIntSLT, a, v, "");
+    next = LLVMBuildSelect(e->b, take, v, a, "");
+  }
+  LLVMBuildStore(e->b, next, acc);
+  while (num_loops > 0)
+    cpu_loop_end(gen, &loops[--num_loops]);
+  e->memo_count = mark;
+  return LLVMBuildLoad2(e->b, t, acc, "");
+}
+
+static LLVMValueRef in_range(Emitter *e, LLVMValueRef i, int64_t lo, int64_t hi) {
+  LLVMBuilderRef b = e->b;
+  return LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, i, cpu_i64(e->gen, lo), ""),
+                      LLVMBuildICmp(b, LLVMIntSLT, i, cpu_i64(e->gen, hi), ""), "");
+}
+
+static LLVMValueRef emit_pad(Emitter *e, const GraphNode *n, Index *at) {
+  LLVMBuilderRef b = e->b;
+  const GraphNode *x = node_of(e, n->inputs[0]);
+  const GraphAttrs *a = &n->attrs;
+  Index in = new_index(e, &x->shape);
+  LLVMValueRef valid = LLVMConstInt(e->gen->i1, 1, false);
+  for (int d = 0; d < x->shape.rank; d++) {
+    int64_t every = a->interior[d] + 1, span = (x->shape.dims[d] - 1) * every + 1;
+    LLVMValueRef t = LLVMBuildSub(b, axis_of(e, at, d), cpu_i64(e->gen, a->lo[d]), "");
+    LLVMValueRef ok = in_range(e, t, 0, span);
+    if (every > 1) {
+      LLVMValueRef on_grid = LLVMBuildICmp(
+          b, LLVMIntEQ, LLVMBuildSRem(b, t, cpu_i64(e->gen, every), ""), cpu_i64(e->gen, 0), "");
+      ok = LLVMBuildAnd(b, ok, on_grid, "");
+    }
+    LLVMValueRef safe = LLVMBuildSelect(b, ok, t, cpu_i64(e->gen, 0), "");
+    in.axis[d] = every > 1 ? LLVMBuildSDiv(b, safe, cpu_i64(e->gen, every), "") : safe;
+    valid = LLVMBuildAnd(b, valid, ok, "");
+  }
+  LLVMValueRef v = emit(e, n->inputs[0], &in);
+  return LLVMBuildSelect(b, valid, v, cpu_constant(e->gen, n->dtype, a->pad_value), "");
+}
+
+static LLVMValueRef emit_concat(Emitter *e, const GraphNode *n, Index *at) {
+  LLVMBuilderRef b = e->b;
+  int axis = n->attrs.axis;
+  LLVMValueRef i = axis_of(e, at, axis);
+  for (int d = 0; d < at->shape->rank; d++)
+    axis_of(e, at, d);
+  int64_t base = 0;
+  LLVMValueRef result = NULL;
+  for (int k = 0; k < n->num_inputs; k++) {
+    int64_t dim = node_of(e, n->inputs[k])->shape.dims[axis];
+    Index in = new_index(e, &node_of(e, n->inputs[k])->shape);
+    memcpy(in.axis, at->axis, sizeof in.axis);
+    LLVMValueRef local = LLVMBuildSub(b, i, cpu_i64(e->gen, base), "");
+    in.axis[axis] = LLVMBuildSelect(b, in_range(e, local, 0, dim), local, cpu_i64(e->gen, 0), "");
+    LLVMValueRef v = emit(e, n->inputs[k], &in);
+    result = result ? LLVMBuildSelect(b, in_range(e, i, base, base + dim), v, result, "") : v;
+    base += dim;
+  }
+  return result;
+}
+
+/* An index outside the table reads zeros. */
+static LLVMValueRef emit_gather(Emitter *e, const GraphNode *n, Index *at) {
+  LLVMBuilderRef b = e->b;
+  const GraphNode *table = node_of(e, n->inputs[0]), *indices = node_of(e, n->inputs[1]);
+  int r = n->shape.rank;
+  Index where = new_index(e, &indices->shape);
+  for (int d = 0; d + 1 < r; d++)
+    where.axis[d] = axis_of(e, at, d);
+  LLVMValueRef row = LLVMBuildSExt(b, emit(e, n->inputs[1], &where), e->gen->i64, "");
+  LLVMValueRef ok = in_range(e, row, 0, table->shape.dims[0]);
+  Index in = new_index(e, &table->shape);
+  in.axis[0] = LLVMBuildSelect(b, ok, row, cpu_i64(e->gen, 0), "");
+  in.axis[1] = axis_of(e, at, r - 1);
+  LLVMValueRef v = emit(e, n->inputs[0], &in);
+  return LLVMBuildSelect(b, ok, v, cpu_constant(e->gen, n->dtype, 0.0), "");
+}
+
+static LLVMValueRef emit_movement(Emitter *e, const GraphNode *n, Index *at) {
+  const GraphNode *x = node_of(e, n->inputs[0]);
+  const GraphAttrs *a = &n->attrs;
+  Index in = new_index(e, &x->shape);
+  switch (n->op) {
+  case GRAPH_OP_RESHAPE: in.linear = linear_of(e, at); break;
+  case GRAPH_OP_PERMUTE:
+    for (int d = 0; d < x->shape.rank; d++)
+      in.axis[a->perm[d]] = axis_of(e, at, d);
+    break;
+  case GRAPH_OP_BROADCAST: {
+    int offset = n->shape.rank - x->shape.rank;
+    for (int d = 0; d < x->shape.rank; d++)
+      in.axis[d] = x->shape.dims[d] == 1 ? cpu_i64(e->gen, 0) : axis_of(e, at, d + offset);
+    break;
+  }
+  default: /* SLICE */
+    for (int d = 0; d < x->shape.rank; d++) {
+      LLVMValueRef scaled = LLVMBuildMul(e->b, axis_of(e, at, d), cpu_i64(e->gen, a->step[d]), "");
+      in.axis[d] = LLVMBuildAdd(e->b, scaled, cpu_i64(e->gen, a->start[d]), "");
+    }
+    break;
+  }
+  return emit(e, n->inputs[0], &in);
+}
+
+static LLVMValueRef compute(Emitter *e, GraphId id, Index *at) {
+  const GraphNode *n = node_of(e, id);
+  switch (n->op) {
+  case GRAPH_OP_NEG:
+  case GRAPH_OP_EXP:
+  case GRAPH_OP_LOG:
+  case GRAPH_OP_SQRT:
+  case GRAPH_OP_RSQRT:
+  case GRAPH_OP_TANH:
+  case GRAPH_OP_SIN:
+  case GRAPH_OP_COS:
+  case GRAPH_OP_ABS:
+  case GRAPH_OP_RECIP: return emit_unary(e, n, emit(e, n->inputs[0], at));
+  case GRAPH_OP_ADD:
+  case GRAPH_OP_SUB:
+  case GRAPH_OP_MUL:
+  case GRAPH_OP_DIV:
+  case GRAPH_OP_MAX:
+  case GRAPH_OP_MIN:
+  case GRAPH_OP_POW:
+  case GRAPH_OP_CMPLT:
+  case GRAPH_OP_CMPEQ: {
+    LLVMValueRef x = emit(e, n->inputs[0], at);
+    return emit_binary(e, n, x, emit(e, n->inputs[1], at));
+  }
+  case GRAPH_OP_SELECT: {
+    LLVMValueRef c = emit(e, n->inputs[0], at);
+    LLVMValueRef x = emit(e, n->inputs[1], at), y = emit(e, n->inputs[2], at);
+    return LLVMBuildSelect(e->b, LLVMBuildICmp(e->b, LLVMIntNE, c, cpu_i32(e->gen, 0), ""), x, y,
+                           "");
+  }
+  case GRAPH_OP_CAST: return emit_cast(e, n, emit(e, n->inputs[0], at));
+  case GRAPH_OP_REDUCE_SUM:
+  case GRAPH_OP_REDUCE_MAX: return emit_reduction(e, id, at);
+  case GRAPH_OP_RESHAPE:
+  case GRAPH_OP_PERMUTE:
+  case GRAPH_OP_BROADCAST:
+  case GRAPH_OP_SLICE: return emit_movement(e, n, at);
+  case GRAPH_OP_PAD: return emit_pad(e, n, at);
+  case GRAPH_OP_CONCAT: return emit_concat(e, n, at);
+  case GRAPH_OP_GATHER: return emit_gather(e, n, at);
+  case GRAPH_OP_IOTA: return emit_iota(e, n, at);
+  case GRAPH_OP_CONSTANT: return emit_constant(e, id, at);
+  case GRAPH_OP_RANDOM: return emit_random(e, n, at);
+  default: abort(); /* dot, scatter_add and leaves are never computed inline */
+  }
+}
+
+static LLVMValueRef emit(Emitter *e, GraphId id, Index *at) {
+  const KernelPlan *plan = e->gen->plan;
+  KernelPlacement p = plan->placement[id];
+  if (p == KERNEL_LEAF || p == KERNEL_VIEW || (p == KERNEL_ROOT && id != e->kernel->root))
+    return load_buffer(e, id, at);
+  for (int i = 0; i < e->kernel->num_hoisted; i++)
+    if (e->kernel->hoisted[i].node == id && e->hoisted[i])
+      return e->hoisted[i];
+  LLVMValueRef v = recall(e, id, at->id);
+  if (v)
+    return v;
+  v = compute(e, id, at);
+  remember(e, id, at->id, v);
+  return v;
+}
+
+/* The outer axes of `row` (the flattened index over them). */
+static void split_row(Emitter *e, const GraphShape *s, int outer, LLVMValueRef row, Index *at) {
+  int64_t stride = 1;
+  for (int d = outer - 1; d >= 0; d--) {
+    LLVMValueRef v = LLVMBuildUDiv(e->b, row, cpu_i64(e->gen, stride), "");
+    if (d > 0)
+      v = LLVMBuildURem(e->b, v, cpu_i64(e->gen, s->dims[d]), "");
+    at->axis[d] = v;
+    stride *= s->dims[d];
+  }
+}
+
+static void hoist_reductions(Emitter *e, const Index *row) {
+  for (int i = 0; i < e->kernel->num_hoisted; i++) {
+    const KernelHoisted *h = &e->kernel->hoisted[i];
+    Index at = new_index(e, &node_of(e, h->node)->shape);
+    for (int d = 0; d < at.shape->rank; d++) {
+      LLVMValueRef v = cpu_i64(e->gen, h->index[d].constant);
+      for (int var = 0; var < e->kernel->outer_axes; var++)
+        if (h->index[d].coef[var] != 0)
+          v = LLVMBuildAdd(
+              e->b, v,
+              LLVMBuildMul(e->b, row->axis[var], cpu_i64(e->gen, h->index[d].coef[var]), ""), "");
+      at.axis[d] = v;
+    }
+    e->hoisted[i] = emit_reduction(e, h->node, &at);
+  }
+}
+
+void cpu_emit_loop_kernel(CpuGen *gen, int function, const Kernel *k) {
+  LLVMValueRef fn = cpu_kernel_function(gen, function);
+  Emitter e = {.gen = gen, .b = gen->builder, .kernel = k};
+  e.args = malloc(sizeof(LLVMValueRef) * (size_t)k->num_args);
+  e.hoisted = calloc((size_t)(k->num_hoisted ? k->num_hoisted : 1), sizeof(LLVMValueRef));
+  if (!e.args || !e.hoisted)
+    abort();
+  for (int i = 0; i < k->num_args; i++)
+    e.args[i] = cpu_kernel_arg(
+        gen, LLVMGetParam(fn, 0), i,
+        cpu_type(gen, graph_node(gen->graph, gen->plan->buffers[k->args[i]].node)->dtype));
+  const GraphShape *shape = &graph_node(gen->graph, k->root)->shape;
+  CpuLoop rows;
+  cpu_loop_begin(gen, &rows, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
+  Index at = new_index(&e, shape);
+  split_row(&e, shape, k->outer_axes, rows.index, &at);
+  hoist_reductions(&e, &at);
+  CpuLoop inner[GRAPH_MAX_RANK];
+  for (int d = k->outer_axes; d < shape->rank; d++) {
+    cpu_loop_begin(gen, &inner[d], cpu_i64(gen, 0), cpu_i64(gen, shape->dims[d]));
+    at.axis[d] = inner[d].index;
+  }
+  LLVMValueRef v = emit(&e, k->root, &at);
+  LLVMTypeRef t = cpu_type(gen, graph_node(gen->graph, k->root)->dtype);
+  LLVMBuildStore(gen->builder, v, cpu_element(gen, t, e.args[0], linear_of(&e, &at)));
+  for (int d = shape->rank - 1; d >= k->outer_axes; d--)
+    cpu_loop_end(gen, &inner[d]);
+  cpu_loop_end(gen, &rows);
+  LLVMBuildRetVoid(gen->builder);
+  free(e.args);
+  free(e.hoisted);
+  free(e.memo);
+}

@@ -1,0 +1,511 @@
+/* Kernel formation: decides for every node, consumers first, whether it is
+ * inlined into the kernel of its consumers or materialised as a kernel
+ * root, then lists the kernels, their buffers and arguments. */
+#include "kernel.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel_internal.h"
+
+/* An inlined node is recomputed once per distinct index it is read at;
+ * beyond this many it is cheaper to store it. */
+#define MAX_PATHS 4
+
+typedef struct NodeDraft {
+  int num_paths;
+  KernelIndexMap *paths;      /* where the kernel reads this node */
+  KernelIndexMap *hoisted_at; /* inlined reductions: the one place, kept to the end */
+  int first_var;              /* reductions: var of the first reduced axis */
+  bool must_materialise;      /* a view reads it as a buffer */
+  int next_to_free;           /* list of nodes whose paths die with the same input */
+} NodeDraft;
+
+typedef struct KernelDraft {
+  KernelKind kind;
+  GraphId root;
+  int outer_axes;
+  int num_vars;
+  int64_t extent[KERNEL_MAX_VARS];
+} KernelDraft;
+
+typedef struct Planner {
+  const Graph *g;
+  KernelPlan *plan;
+  bool *live, *forced;
+  int *use_start, *use_node, *use_slot; /* consumers of each node, CSR */
+  NodeDraft *draft;
+  int *free_head; /* per node: drafts to free after it */
+  KernelDraft *kernels;
+  int num_kernels, kernels_capacity;
+} Planner;
+
+static bool fail(char *err, size_t size, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, size, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+GraphDtype kernel_storage_dtype(GraphDtype dtype) {
+  return dtype == GRAPH_BF16 ? GRAPH_F32 : dtype;
+}
+
+int64_t kernel_storage_size(GraphDtype dtype) { return dtype == GRAPH_F64 ? 8 : 4; }
+
+static bool is_leaf(GraphOp op) {
+  return op == GRAPH_OP_INPUT || op == GRAPH_OP_PARAM || op == GRAPH_OP_STATE;
+}
+
+static bool is_reduce(GraphOp op) { return op == GRAPH_OP_REDUCE_SUM || op == GRAPH_OP_REDUCE_MAX; }
+
+static void mark_live(Planner *p) {
+  const Graph *g = p->g;
+  for (int i = 0; i < graph_num_outputs(g); i++) {
+    p->live[graph_output_at(g, i).node] = p->forced[graph_output_at(g, i).node] = true;
+  }
+  for (int i = 0; i < graph_num_updates(g); i++) {
+    GraphUpdate u = graph_update_at(g, i);
+    p->live[u.value] = p->forced[u.value] = true;
+    p->live[u.target] = true;
+  }
+  for (GraphId id = graph_count(g) - 1; id >= 0; id--) {
+    const GraphNode *n = graph_node(g, id);
+    if (p->live[id])
+      for (int i = 0; i < n->num_inputs; i++)
+        p->live[n->inputs[i]] = true;
+  }
+}
+
+static bool index_consumers(Planner *p) {
+  const Graph *g = p->g;
+  int count = graph_count(g), edges = 0;
+  p->use_start = calloc((size_t)count + 1, sizeof(int));
+  if (!p->use_start)
+    return false;
+  for (GraphId id = 0; id < count; id++) {
+    if (!p->live[id])
+      continue;
+    const GraphNode *n = graph_node(g, id);
+    for (int i = 0; i < n->num_inputs; i++)
+      p->use_start[n->inputs[i] + 1]++;
+    edges += n->num_inputs;
+  }
+  for (int i = 0; i < count; i++)
+    p->use_start[i + 1] += p->use_start[i];
+  p->use_node = malloc(sizeof(int) * (size_t)(edges + 1));
+  p->use_slot = malloc(sizeof(int) * (size_t)(edges + 1));
+  int *fill = malloc(sizeof(int) * (size_t)(count + 1));
+  if (!p->use_node || !p->use_slot || !fill) {
+    free(fill);
+    return false;
+  }
+  memcpy(fill, p->use_start, sizeof(int) * (size_t)count);
+  for (GraphId id = 0; id < count; id++) {
+    if (!p->live[id])
+      continue;
+    const GraphNode *n = graph_node(g, id);
+    for (int i = 0; i < n->num_inputs; i++) {
+      int at = fill[n->inputs[i]]++;
+      p->use_node[at] = id;
+      p->use_slot[at] = i;
+    }
+  }
+  free(fill);
+  return true;
+}
+
+static int new_kernel(Planner *p, KernelKind kind, GraphId root) {
+  if (p->num_kernels == p->kernels_capacity) {
+    int capacity = p->kernels_capacity ? 2 * p->kernels_capacity : 16;
+    KernelDraft *grown = realloc(p->kernels, sizeof *grown * (size_t)capacity);
+    if (!grown)
+      return -1;
+    p->kernels = grown;
+    p->kernels_capacity = capacity;
+  }
+  KernelDraft *k = &p->kernels[p->num_kernels];
+  memset(k, 0, sizeof *k);
+  k->kind = kind;
+  k->root = root;
+  return p->num_kernels++;
+}
+
+/* Gives the reduced axes of reduction `id` fresh vars of kernel k. */
+static bool allocate_reduce_vars(Planner *p, KernelDraft *k, GraphId id) {
+  const GraphNode *n = graph_node(p->g, id);
+  const GraphShape *in = &graph_node(p->g, n->inputs[0])->shape;
+  int needed = 0;
+  for (int d = 0; d < in->rank; d++)
+    needed += (n->attrs.axes >> d) & 1;
+  if (k->num_vars + needed > KERNEL_MAX_VARS)
+    return false;
+  p->draft[id].first_var = k->num_vars;
+  for (int d = 0; d < in->rank; d++)
+    if (n->attrs.axes & (1u << d))
+      k->extent[k->num_vars++] = in->dims[d];
+  return true;
+}
+
+static bool make_root(Planner *p, GraphId id) {
+  const GraphNode *n = graph_node(p->g, id);
+  KernelKind kind = n->op == GRAPH_OP_DOT           ? KERNEL_DOT
+                    : n->op == GRAPH_OP_SCATTER_ADD ? KERNEL_SCATTER
+                                                    : KERNEL_LOOP;
+  int index = new_kernel(p, kind, id);
+  if (index < 0)
+    return false;
+  p->plan->placement[id] = KERNEL_ROOT;
+  p->plan->kernel_of[id] = index;
+  KernelDraft *k = &p->kernels[index];
+  int rank = n->shape.rank;
+  /* A dot's rows are its (batch, i) pairs; a scatter's range is set apart. */
+  if (kind == KERNEL_DOT)
+    k->outer_axes = rank - 1;
+  if (kind != KERNEL_LOOP)
+    return true;
+  /* A reduction root computes one output element per row; other roots keep
+   * their last axis as the inner (vectorisable) loop. */
+  k->outer_axes = is_reduce(n->op) ? rank : (rank > 0 ? rank - 1 : 0);
+  k->num_vars = rank;
+  for (int d = 0; d < rank; d++)
+    k->extent[d] = n->shape.dims[d];
+  if (is_reduce(n->op) && !allocate_reduce_vars(p, k, id))
+    return false;
+  NodeDraft *draft = &p->draft[id];
+  draft->paths = malloc(sizeof *draft->paths);
+  if (!draft->paths)
+    return false;
+  kernel_index_identity(draft->paths, rank);
+  draft->num_paths = 1;
+  return true;
+}
+
+static bool add_path(KernelIndexMap *paths, int *count, const KernelIndexMap *map) {
+  for (int i = 0; i < *count; i++)
+    if (kernel_index_equal(&paths[i], map))
+      return true;
+  if (*count == MAX_PATHS)
+    return false;
+  paths[(*count)++] = *map;
+  return true;
+}
+
+/* The kernel every consumer of `id` belongs to, or -1 when they differ or
+ * one of them is not part of a loop kernel. */
+static int consumers_kernel(const Planner *p, GraphId id) {
+  int kernel = -1;
+  for (int u = p->use_start[id]; u < p->use_start[id + 1]; u++) {
+    GraphId c = p->use_node[u];
+    KernelPlacement pc = p->plan->placement[c];
+    if (pc != KERNEL_INLINED && pc != KERNEL_ROOT)
+      return -1;
+    int k = p->plan->kernel_of[c];
+    if (kernel != -1 && k != kernel)
+      return -1;
+    kernel = k;
+  }
+  if (kernel >= 0 && p->kernels[kernel].kind != KERNEL_LOOP)
+    return -1;
+  return kernel;
+}
+
+/* Constants and iota are recomputed in place, unless a dot, scatter or view
+ * needs them as a buffer. */
+static bool only_loop_consumers(const Planner *p, GraphId id) {
+  for (int u = p->use_start[id]; u < p->use_start[id + 1]; u++) {
+    GraphId c = p->use_node[u];
+    KernelPlacement pc = p->plan->placement[c];
+    if ((pc != KERNEL_INLINED && pc != KERNEL_ROOT) ||
+        p->kernels[p->plan->kernel_of[c]].kind != KERNEL_LOOP)
+      return false;
+  }
+  return true;
+}
+
+/* Inlines `id` into its consumers' kernel when that is legal and cheap;
+ * returns false (and changes nothing) otherwise. */
+static bool try_inline(Planner *p, GraphId id) {
+  const GraphNode *n = graph_node(p->g, id);
+  int kernel = consumers_kernel(p, id);
+  if (kernel < 0 || p->draft[id].must_materialise)
+    return false;
+  KernelDraft *k = &p->kernels[kernel];
+  KernelIndexMap paths[MAX_PATHS];
+  int count = 0;
+  for (int u = p->use_start[id]; u < p->use_start[id + 1]; u++) {
+    GraphId c = p->use_node[u];
+    const NodeDraft *dc = &p->draft[c];
+    for (int i = 0; i < dc->num_paths; i++) {
+      KernelIndexMap map;
+      kernel_index_through(p->g, graph_node(p->g, c), p->use_slot[u], dc->first_var, k->extent,
+                           &dc->paths[i], &map);
+      if (!add_path(paths, &count, &map))
+        return false;
+    }
+  }
+  NodeDraft *draft = &p->draft[id];
+  if (is_reduce(n->op)) {
+    if (count != 1 || !kernel_index_outer_only(&paths[0], k->outer_axes))
+      return false;
+    if (!(draft->hoisted_at = malloc(sizeof *draft->hoisted_at)))
+      return false;
+    if (!allocate_reduce_vars(p, k, id)) {
+      free(draft->hoisted_at);
+      draft->hoisted_at = NULL;
+      return false;
+    }
+    *draft->hoisted_at = paths[0];
+  }
+  if (!(draft->paths = malloc(sizeof *draft->paths * (size_t)count)))
+    return false;
+  memcpy(draft->paths, paths, sizeof *paths * (size_t)count);
+  draft->num_paths = count;
+  p->plan->placement[id] = KERNEL_INLINED;
+  p->plan->kernel_of[id] = kernel;
+  return true;
+}
+
+/* A node's paths are needed until its inputs are decided; hang it on the
+ * list of its smallest input. */
+static void schedule_free(Planner *p, GraphId id) {
+  const GraphNode *n = graph_node(p->g, id);
+  if (n->num_inputs == 0)
+    return;
+  GraphId first = n->inputs[0];
+  for (int i = 1; i < n->num_inputs; i++)
+    if (n->inputs[i] < first)
+      first = n->inputs[i];
+  p->draft[id].next_to_free = p->free_head[first];
+  p->free_head[first] = id;
+}
+
+static void free_paths_after(Planner *p, GraphId id) {
+  for (int at = p->free_head[id]; at >= 0; at = p->draft[at].next_to_free) {
+    free(p->draft[at].paths);
+    p->draft[at].paths = NULL;
+    p->draft[at].num_paths = 0;
+  }
+}
+
+static bool decide(Planner *p, GraphId id) {
+  const GraphNode *n = graph_node(p->g, id);
+  KernelPlan *plan = p->plan;
+  if (is_leaf(n->op)) {
+    plan->placement[id] = KERNEL_LEAF;
+    return true;
+  }
+  if (!p->live[id])
+    return true;
+  bool must = p->forced[id] || p->draft[id].must_materialise;
+  if ((n->op == GRAPH_OP_CONSTANT || n->op == GRAPH_OP_IOTA) && !must &&
+      only_loop_consumers(p, id)) {
+    plan->placement[id] = KERNEL_FREE;
+    return true;
+  }
+  bool view_candidate = n->op == GRAPH_OP_RESHAPE && !p->forced[id];
+  bool ok = true;
+  if (n->op == GRAPH_OP_DOT || n->op == GRAPH_OP_SCATTER_ADD || p->forced[id]) {
+    ok = make_root(p, id);
+  } else if (!p->draft[id].must_materialise && try_inline(p, id)) {
+    schedule_free(p, id);
+    return true;
+  } else if (view_candidate) {
+    plan->placement[id] = KERNEL_VIEW;
+    p->draft[n->inputs[0]].must_materialise = true;
+    return true;
+  } else {
+    ok = make_root(p, id);
+  }
+  if (ok)
+    schedule_free(p, id);
+  return ok;
+}
+
+static bool list_kernels(Planner *p) {
+  KernelPlan *plan = p->plan;
+  int count = graph_count(p->g), num = p->num_kernels;
+  plan->num_kernels = num;
+  plan->kernels = calloc((size_t)(num ? num : 1), sizeof(Kernel));
+  if (!plan->kernels)
+    return false;
+  /* Drafts were made consumers first; execution runs producers first. */
+  for (GraphId id = 0; id < count; id++)
+    if (plan->kernel_of[id] >= 0)
+      plan->kernel_of[id] = num - 1 - plan->kernel_of[id];
+  for (int d = 0; d < num; d++) {
+    Kernel *k = &plan->kernels[num - 1 - d];
+    k->kind = p->kernels[d].kind;
+    k->root = p->kernels[d].root;
+    k->outer_axes = p->kernels[d].outer_axes;
+    const GraphShape *s = &graph_node(p->g, k->root)->shape;
+    k->rows = 1;
+    for (int a = 0; a < k->outer_axes; a++)
+      k->rows *= s->dims[a];
+    if (k->kind == KERNEL_SCATTER)
+      k->rows = s->dims[1]; /* columns of [V, D] */
+  }
+  for (GraphId id = 0; id < count; id++) {
+    int ki = plan->kernel_of[id];
+    if (ki < 0)
+      continue;
+    plan->kernels[ki].num_nodes++;
+    if (plan->placement[id] == KERNEL_INLINED && p->draft[id].hoisted_at)
+      plan->kernels[ki].num_hoisted++;
+  }
+  for (int ki = 0; ki < num; ki++) {
+    Kernel *k = &plan->kernels[ki];
+    k->nodes = malloc(sizeof(GraphId) * (size_t)k->num_nodes);
+    k->hoisted = malloc(sizeof(KernelHoisted) * (size_t)(k->num_hoisted ? k->num_hoisted : 1));
+    if (!k->nodes || !k->hoisted)
+      return false;
+    k->num_nodes = k->num_hoisted = 0;
+  }
+  for (GraphId id = 0; id < count; id++) {
+    int ki = plan->kernel_of[id];
+    if (ki < 0)
+      continue;
+    Kernel *k = &plan->kernels[ki];
+    k->nodes[k->num_nodes++] = id;
+    const KernelIndexMap *at = p->draft[id].hoisted_at;
+    if (plan->placement[id] != KERNEL_INLINED || !at)
+      continue;
+    KernelHoisted *h = &k->hoisted[k->num_hoisted++];
+    memset(h, 0, sizeof *h); /* the signature reads every axis */
+    h->node = id;
+    for (int a = 0; a < at->rank; a++)
+      h->index[a] = at->axis[a].value;
+  }
+  return true;
+}
+
+static bool list_buffers(KernelPlan *plan) {
+  const Graph *g = plan->graph;
+  int count = graph_count(g);
+  plan->buffers = calloc((size_t)(count ? count : 1), sizeof(KernelBuffer));
+  if (!plan->buffers)
+    return false;
+  for (GraphId id = 0; id < count; id++) {
+    KernelPlacement pl = plan->placement[id];
+    const GraphNode *n = graph_node(g, id);
+    if (pl == KERNEL_VIEW) {
+      plan->buffer_of[id] = plan->buffer_of[n->inputs[0]];
+      continue;
+    }
+    if (pl != KERNEL_LEAF && pl != KERNEL_ROOT)
+      continue;
+    KernelBuffer *b = &plan->buffers[plan->num_buffers];
+    b->node = id;
+    b->storage = kernel_storage_dtype(n->dtype);
+    b->bytes = graph_shape_numel(&n->shape) * kernel_storage_size(b->storage);
+    b->first_kernel = pl == KERNEL_ROOT ? plan->kernel_of[id] : -1;
+    b->last_kernel = b->first_kernel;
+    plan->buffer_of[id] = plan->num_buffers++;
+  }
+  return true;
+}
+
+static bool add_arg(Kernel *k, int buffer) {
+  for (int i = 0; i < k->num_args; i++)
+    if (k->args[i] == buffer)
+      return true;
+  k->args[k->num_args++] = buffer;
+  return true;
+}
+
+static bool list_args(KernelPlan *plan) {
+  const Graph *g = plan->graph;
+  for (int ki = 0; ki < plan->num_kernels; ki++) {
+    Kernel *k = &plan->kernels[ki];
+    int most = 1;
+    for (int i = 0; i < k->num_nodes; i++)
+      most += graph_node(g, k->nodes[i])->num_inputs;
+    if (!(k->args = malloc(sizeof(int) * (size_t)most)))
+      return false;
+    add_arg(k, plan->buffer_of[k->root]);
+    for (int i = 0; i < k->num_nodes; i++) {
+      const GraphNode *n = graph_node(g, k->nodes[i]);
+      for (int s = 0; s < n->num_inputs; s++) {
+        GraphId x = n->inputs[s];
+        if (plan->buffer_of[x] >= 0 && plan->kernel_of[x] != ki)
+          add_arg(k, plan->buffer_of[x]);
+      }
+    }
+  }
+  return true;
+}
+
+static void planner_release(Planner *p) {
+  if (p->draft)
+    for (GraphId id = 0; id < graph_count(p->g); id++) {
+      free(p->draft[id].paths);
+      free(p->draft[id].hoisted_at);
+    }
+  free(p->draft);
+  free(p->free_head);
+  free(p->kernels);
+  free(p->live);
+  free(p->forced);
+  free(p->use_start);
+  free(p->use_node);
+  free(p->use_slot);
+}
+
+KernelPlan *kernel_plan_build(const Graph *g, char *err, size_t err_size) {
+  int count = graph_count(g);
+  size_t n = (size_t)(count ? count : 1);
+  KernelPlan *plan = calloc(1, sizeof *plan);
+  Planner p = {.g = g, .plan = plan};
+  bool ok = plan && (plan->placement = calloc(n, sizeof *plan->placement)) &&
+            (plan->kernel_of = malloc(n * sizeof(int))) &&
+            (plan->buffer_of = malloc(n * sizeof(int))) && (p.live = calloc(n, sizeof(bool))) &&
+            (p.forced = calloc(n, sizeof(bool))) && (p.draft = calloc(n, sizeof(NodeDraft))) &&
+            (p.free_head = malloc(n * sizeof(int)));
+  if (ok) {
+    plan->graph = g;
+    for (GraphId id = 0; id < count; id++) {
+      plan->kernel_of[id] = plan->buffer_of[id] = p.free_head[id] = -1;
+      p.draft[id].next_to_free = -1;
+    }
+    mark_live(&p);
+    ok = index_consumers(&p);
+  }
+  for (GraphId id = count - 1; ok && id >= 0; id--) {
+    ok = decide(&p, id);
+    free_paths_after(&p, id);
+  }
+  ok = ok && list_kernels(&p) && list_buffers(plan) && list_args(plan) &&
+       kernel_signature_assign(plan) && kernel_memory_plan(plan);
+  planner_release(&p);
+  if (!ok) {
+    kernel_plan_free(plan);
+    fail(err, err_size, "kernel formation: out of memory");
+    return NULL;
+  }
+  return plan;
+}
+
+void kernel_plan_free(KernelPlan *plan) {
+  if (!plan)
+    return;
+  for (int i = 0; plan->kernels && i < plan->num_kernels; i++) {
+    free(plan->kernels[i].nodes);
+    free(plan->kernels[i].hoisted);
+    free(plan->kernels[i].args);
+  }
+  free(plan->kernels);
+  free(plan->buffers);
+  free(plan->function_kernel);
+  free(plan->placement);
+  free(plan->kernel_of);
+  free(plan->buffer_of);
+  free(plan);
+}
+
+const KernelBuffer *kernel_plan_buffer(const KernelPlan *plan, GraphId node) {
+  if (node < 0 || node >= graph_count(plan->graph) || plan->buffer_of[node] < 0)
+    return NULL;
+  return &plan->buffers[plan->buffer_of[node]];
+}

@@ -1,0 +1,117 @@
+/* Kernel formation: groups the nodes of a graph into kernels and places
+ * every buffer in one arena.
+ *
+ * A kernel computes one materialised node (its root) as a loop nest over the
+ * root's output. Every other node of the kernel is inlined: computed on the
+ * fly at the index the consumer asks for, so elementwise chains fuse and
+ * movement ops (permute, broadcast, reshape, slice, pad, concat) become index
+ * arithmetic instead of copies. A reduction may be inlined too when its
+ * result depends only on the kernel's outer (row) loop: it is then computed
+ * once per row before the inner loops ("hoisted"), which makes a softmax or
+ * a layernorm row one kernel. Contractions and scatter_add are kernels of
+ * their own over materialised operands.
+ *
+ * Kernels with the same structure (same ops, attributes, shapes and argument
+ * types; only their buffers differ) share one function. */
+#ifndef TFM_KERNEL_H
+#define TFM_KERNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "graph.h"
+
+/* How a node is computed. */
+typedef enum KernelPlacement {
+  KERNEL_UNUSED,  /* dead: no output or update needs it */
+  KERNEL_LEAF,    /* input, param or state: a buffer the caller fills */
+  KERNEL_FREE,    /* constant or iota: recomputed wherever it is read */
+  KERNEL_INLINED, /* computed inside the kernel kernel_of names */
+  KERNEL_ROOT,    /* the output of the kernel kernel_of names */
+  KERNEL_VIEW,    /* a reshape of a materialised node: shares its buffer */
+} KernelPlacement;
+
+typedef enum KernelKind {
+  KERNEL_LOOP,    /* elementwise, movement, reduction, source roots */
+  KERNEL_DOT,     /* a batched contraction */
+  KERNEL_SCATTER, /* scatter_add */
+} KernelKind;
+
+typedef enum KernelRegion {
+  KERNEL_PERSISTENT, /* leaves and outputs: live across steps */
+  KERNEL_SCRATCH,    /* intermediates: offsets reused by liveness */
+} KernelRegion;
+
+/* The affine index of one axis: constant + sum coef[v] * var v, where the
+ * vars are the kernel's loop counters (its axes first, then the reduced axes
+ * of its reductions). */
+#define KERNEL_MAX_VARS 24
+typedef struct KernelAffine {
+  int64_t constant;
+  int64_t coef[KERNEL_MAX_VARS];
+} KernelAffine;
+
+/* Where a hoisted reduction is read, as a function of the kernel's outer
+ * axes (vars 0 .. outer_axes-1). */
+typedef struct KernelHoisted {
+  GraphId node;
+  KernelAffine index[GRAPH_MAX_RANK];
+} KernelHoisted;
+
+typedef struct KernelBuffer {
+  GraphId node;       /* the materialised node */
+  GraphDtype storage; /* f32, f64 or i32 */
+  int64_t bytes;
+  KernelRegion region;
+  int64_t offset;   /* into the region, 64-byte aligned */
+  int first_kernel; /* -1 for leaves */
+  int last_kernel;  /* num_kernels for buffers live at the end of a step */
+} KernelBuffer;
+
+typedef struct Kernel {
+  KernelKind kind;
+  GraphId root;
+  int num_nodes; /* the fused nodes in id order, the root last */
+  GraphId *nodes;
+  int num_hoisted; /* in id order, so a hoisted input comes first */
+  KernelHoisted *hoisted;
+  int outer_axes; /* root axes [0, outer_axes) form the parallel range */
+  int64_t rows;   /* length of that range */
+  int num_args;   /* buffers: args[0] is the output, then inputs */
+  int *args;
+  int function; /* kernels with equal structure share a function */
+} Kernel;
+
+typedef struct KernelPlan {
+  const Graph *graph;
+  KernelPlacement *placement; /* per node */
+  int *kernel_of;             /* per node: kernel of INLINED and ROOT nodes, else -1 */
+  int *buffer_of;             /* per node: buffer of LEAF, ROOT and VIEW nodes, else -1 */
+  int num_kernels;
+  Kernel *kernels; /* in execution order */
+  int num_buffers;
+  KernelBuffer *buffers;
+  int num_functions;
+  int *function_kernel; /* per function: the first kernel that has it */
+  int64_t persistent_bytes, scratch_bytes;
+} KernelPlan;
+
+/* Plans `g` (which must outlive the plan). NULL with a message in err on
+ * failure. */
+KernelPlan *kernel_plan_build(const Graph *g, char *err, size_t err_size);
+void kernel_plan_free(KernelPlan *plan);
+
+/* The buffer of a node, or NULL when it has none (inlined, free, unused). */
+const KernelBuffer *kernel_plan_buffer(const KernelPlan *plan, GraphId node);
+
+/* Human-readable listing (tfmc emit kernels): one kernel a line with its
+ * fused nodes and buffers, then the buffers. */
+void kernel_plan_print(const KernelPlan *plan, FILE *out);
+
+/* Storage type of a dtype (bf16 is computed and stored as f32). */
+GraphDtype kernel_storage_dtype(GraphDtype dtype);
+int64_t kernel_storage_size(GraphDtype dtype);
+
+#endif

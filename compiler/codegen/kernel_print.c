@@ -1,0 +1,45 @@
+/* The text listing of a plan (tfmc emit kernels). */
+#include "kernel.h"
+
+static const char *kind_name(KernelKind kind) {
+  switch (kind) {
+  case KERNEL_DOT: return "dot";
+  case KERNEL_SCATTER: return "scatter";
+  default: return "loop";
+  }
+}
+
+static bool is_hoisted(const Kernel *k, GraphId id) {
+  for (int i = 0; i < k->num_hoisted; i++)
+    if (k->hoisted[i].node == id)
+      return true;
+  return false;
+}
+
+void kernel_plan_print(const KernelPlan *plan, FILE *out) {
+  const Graph *g = plan->graph;
+  fprintf(out, "# %d kernels, %d functions, %lld persistent + %lld scratch bytes\n",
+          plan->num_kernels, plan->num_functions, (long long)plan->persistent_bytes,
+          (long long)plan->scratch_bytes);
+  for (int ki = 0; ki < plan->num_kernels; ki++) {
+    const Kernel *k = &plan->kernels[ki];
+    fprintf(out, "kernel %d fn %d %s rows=%lld outer=%d:", ki, k->function, kind_name(k->kind),
+            (long long)k->rows, k->outer_axes);
+    for (int i = 0; i < k->num_nodes; i++)
+      fprintf(out, " %s%s%%%d", is_hoisted(k, k->nodes[i]) ? "^" : "",
+              graph_op_name(graph_node(g, k->nodes[i])->op), k->nodes[i]);
+    fprintf(out, " | out b%d in", k->args[0]);
+    for (int i = 1; i < k->num_args; i++)
+      fprintf(out, " b%d", k->args[i]);
+    fputc('\n', out);
+  }
+  for (int i = 0; i < plan->num_buffers; i++) {
+    const KernelBuffer *b = &plan->buffers[i];
+    char type[160];
+    const GraphNode *n = graph_node(g, b->node);
+    graph_format_type(type, sizeof type, n->dtype, &n->shape);
+    fprintf(out, "buffer b%d %%%d %s %s+%lld kernels %d..%d\n", i, b->node, type,
+            b->region == KERNEL_PERSISTENT ? "persistent" : "scratch", (long long)b->offset,
+            b->first_kernel, b->last_kernel);
+  }
+}

@@ -1,0 +1,231 @@
+/* The codegen tests' harness. */
+#define _POSIX_C_SOURCE 200809L
+#include "harness.h"
+
+#include <dlfcn.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cpu.h"
+#include "link.h"
+#include "tfmrt.h"
+
+int cg_failures;
+
+bool cg_check_true(bool ok, const char *what, const char *file, int line) {
+  if (!ok) {
+    cg_failures++;
+    fprintf(stderr, "%s:%d: check failed: %s\n", file, line, what);
+  }
+  return ok;
+}
+
+static double uniform(uint64_t *state, double lo, double hi) {
+  *state = *state * 6364136223846793005ull + 1442695040888963407ull;
+  return lo + (hi - lo) * (double)(*state >> 11) * (1.0 / 9007199254740992.0);
+}
+
+void cg_fill(EvalValues *v, GraphId id, double lo, double hi, uint64_t *state) {
+  EvalTensor *t = eval_tensor(v, id);
+  for (int64_t i = 0; i < t->numel; i++) {
+    double x = uniform(state, lo, hi);
+    eval_tensor_set(t, i, t->dtype == GRAPH_I32 ? floor(x) : x);
+  }
+}
+
+EvalValues *cg_reference(const Graph *g, GraphDtype precision, uint64_t seed) {
+  EvalValues *v = eval_new(g, precision);
+  uint64_t state = seed;
+  for (GraphId id = 0; v && id < graph_count(g); id++) {
+    const GraphNode *n = graph_node(g, id);
+    if (n->op == GRAPH_OP_INPUT || n->op == GRAPH_OP_PARAM || n->op == GRAPH_OP_STATE)
+      cg_fill(v, id, n->dtype == GRAPH_I32 ? 0 : -1, n->dtype == GRAPH_I32 ? 4 : 1, &state);
+  }
+  return v;
+}
+
+typedef void (*RunFn)(uint8_t *persistent, uint8_t *scratch, tfm_pool *pool);
+typedef void (*UpdateFn)(uint8_t *persistent, uint8_t *scratch);
+
+typedef struct Loaded {
+  void *handle;
+  RunFn run;
+  UpdateFn update;
+  char object[256], library[256];
+} Loaded;
+
+static char work_dir[128];
+
+static bool load(const char *name, const KernelPlan *plan, const char *cpu, Loaded *out) {
+  char err[512];
+  if (!work_dir[0]) {
+    snprintf(work_dir, sizeof work_dir, "/tmp/tfm_codegen_XXXXXX");
+    if (!mkdtemp(work_dir))
+      return false;
+  }
+  CpuOptions options = {.cpu = cpu, .prefix = "model"};
+  CpuModule *m = cpu_compile(plan, &options, err, sizeof err);
+  if (!m) {
+    fprintf(stderr, "%s: %s\n", name, err);
+    return false;
+  }
+  static int serial;
+  snprintf(out->object, sizeof out->object, "%s/case%d.o", work_dir, serial);
+  snprintf(out->library, sizeof out->library, "%s/case%d.so", work_dir, serial++);
+  const char *objects[1] = {out->object};
+  bool ok = cpu_emit_object(m, out->object, err, sizeof err) &&
+            link_shared_object(objects, 1, out->library, err, sizeof err);
+  cpu_module_free(m);
+  if (!ok) {
+    fprintf(stderr, "%s: %s\n", name, err);
+    return false;
+  }
+  out->handle = dlopen(out->library, RTLD_NOW | RTLD_LOCAL);
+  if (!out->handle) {
+    fprintf(stderr, "%s: %s\n", name, dlerror());
+    return false;
+  }
+  out->run = (RunFn)(uintptr_t)dlsym(out->handle, "model_run");
+  out->update = (UpdateFn)(uintptr_t)dlsym(out->handle, "model_update");
+  return out->run && out->update;
+}
+
+static void unload(Loaded *l) {
+  if (l->handle)
+    dlclose(l->handle);
+  unlink(l->object);
+  unlink(l->library);
+}
+
+static void *address(const KernelPlan *plan, const tfm_arena *arena, GraphId id) {
+  const KernelBuffer *b = kernel_plan_buffer(plan, id);
+  return (b->region == KERNEL_PERSISTENT ? arena->persistent : arena->scratch) + b->offset;
+}
+
+/* The evaluator must store every leaf as the compiled code does. */
+static bool copy_leaves_in(const KernelPlan *plan, const tfm_arena *arena, EvalValues *ref) {
+  const Graph *g = plan->graph;
+  for (GraphId id = 0; id < graph_count(g); id++) {
+    if (plan->placement[id] != KERNEL_LEAF)
+      continue;
+    EvalTensor *t = eval_tensor(ref, id);
+    const KernelBuffer *b = kernel_plan_buffer(plan, id);
+    if (!CG_CHECK(t->dtype == b->storage))
+      return false;
+    memcpy(address(plan, arena, id), t->data, (size_t)b->bytes);
+  }
+  return true;
+}
+
+static bool same(const char *name, const char *what, const KernelPlan *plan, const tfm_arena *arena,
+                 EvalValues *ref, GraphId id, double tol) {
+  EvalTensor *t = eval_tensor(ref, id);
+  const void *got = address(plan, arena, id);
+  for (int64_t i = 0; i < t->numel; i++) {
+    double want = eval_tensor_get(t, i), have;
+    if (t->dtype == GRAPH_I32)
+      have = ((const int32_t *)got)[i];
+    else if (t->dtype == GRAPH_F64)
+      have = ((const double *)got)[i];
+    else
+      have = ((const float *)got)[i];
+    bool ok = t->dtype == GRAPH_I32 ? have == want
+              : isnan(want)         ? isnan(have)
+                                    : fabs(have - want) <= tol * fmax(fabs(want), 1e-3);
+    if (!ok) {
+      fprintf(stderr, "%s: %s (node %d) element %lld: compiled %.9g, reference %.9g\n", name, what,
+              id, (long long)i, have, want);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOptions *options) {
+  int failures_before = cg_failures;
+  char err[512];
+  KernelPlan *plan = kernel_plan_build(g, err, sizeof err);
+  Loaded loaded = {0};
+  tfm_arena arena = {0};
+  tfm_pool *pool = NULL;
+  if (!CG_CHECK(plan != NULL) || !CG_CHECK(load(name, plan, options->cpu, &loaded)) ||
+      !CG_CHECK(tfm_arena_create(&arena, (size_t)plan->persistent_bytes,
+                                 (size_t)plan->scratch_bytes) == TFM_OK) ||
+      !CG_CHECK(options->serial || tfm_pool_create(&pool, 2) == TFM_OK))
+    goto done;
+  if (!copy_leaves_in(plan, &arena, ref))
+    goto done;
+  GraphId step = graph_find_leaf(g, "step");
+  for (int s = 1; s <= options->steps; s++) {
+    if (step != GRAPH_NONE) {
+      eval_set(ref, step, 0, s);
+      *(int32_t *)address(plan, &arena, step) = s;
+    }
+    eval_run(ref);
+    loaded.run(arena.persistent, arena.scratch, pool);
+    bool ok = true;
+    for (int i = 0; ok && i < graph_num_outputs(g); i++)
+      ok = same(name, graph_output_at(g, i).name, plan, &arena, ref, graph_output_at(g, i).node,
+                options->tolerance);
+    eval_apply_updates(ref);
+    loaded.update(arena.persistent, arena.scratch);
+    for (int i = 0; ok && i < graph_num_updates(g); i++) {
+      GraphId target = graph_update_at(g, i).target;
+      ok = same(name, graph_node(g, target)->attrs.name, plan, &arena, ref, target,
+                options->tolerance);
+    }
+    if (!CG_CHECK(ok))
+      break;
+  }
+done:
+  if (cg_failures != failures_before && plan)
+    kernel_plan_print(plan, stderr);
+  if (pool)
+    tfm_pool_destroy(pool);
+  tfm_arena_destroy(&arena);
+  unload(&loaded);
+  kernel_plan_free(plan);
+  bool ok = cg_failures == failures_before;
+  printf("%s  %s\n", ok ? "ok  " : "FAIL", name);
+  return ok;
+}
+
+static GraphDtype precision_of(const Graph *g) {
+  bool f64 = false, f32 = false;
+  for (GraphId id = 0; id < graph_count(g); id++) {
+    GraphDtype d = graph_node(g, id)->dtype;
+    f64 = f64 || d == GRAPH_F64;
+    f32 = f32 || (d != GRAPH_F64 && d != GRAPH_I32);
+  }
+  return f64 && !f32 ? GRAPH_F64 : GRAPH_F32;
+}
+
+bool cg_check_graph(const char *name, Graph *g, CgFillFn fill) {
+  bool ok = CG_CHECK(g && graph_error(g) == NULL);
+  if (!ok) {
+    fprintf(stderr, "%s: graph: %s\n", name, g ? graph_error(g) : "NULL");
+  } else {
+    EvalValues *ref = cg_reference(g, precision_of(g), 12345);
+    if (fill)
+      fill(g, ref);
+    CgRunOptions options = {.steps = 1, .tolerance = 1e-5};
+    ok = cg_run(name, g, ref, &options);
+    eval_free(ref);
+  }
+  graph_free(g);
+  return ok;
+}
+
+int cg_finish(const char *suite) {
+  if (work_dir[0])
+    rmdir(work_dir);
+  if (cg_failures) {
+    printf("%s: %d check(s) failed\n", suite, cg_failures);
+    return 1;
+  }
+  printf("%s: all checks passed\n", suite);
+  return 0;
+}

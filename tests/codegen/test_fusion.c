@@ -1,0 +1,160 @@
+#define _POSIX_C_SOURCE 200809L /* open_memstream */
+/* Fusion: a softmax and a layernorm row each become one kernel, views cost
+ * no buffer, identical kernels share a function; and the module prints as
+ * LLVM IR and assembly. Each graph is also compared with the evaluator. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+#include "harness.h"
+
+#define SHAPE(...) ((GraphShape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
+
+static KernelPlan *plan_of(const Graph *g) {
+  char err[256];
+  KernelPlan *plan = kernel_plan_build(g, err, sizeof err);
+  if (!CG_CHECK(plan != NULL))
+    fprintf(stderr, "%s\n", err);
+  return plan;
+}
+
+/* Checks the plan's shape, then compares it with the evaluator. */
+static void expect(const char *name, Graph *g, int kernels, int functions, int64_t scratch) {
+  KernelPlan *plan = plan_of(g);
+  if (plan) {
+    bool ok = CG_CHECK(plan->num_kernels == kernels) &&
+              CG_CHECK(plan->num_functions == functions) &&
+              CG_CHECK(scratch < 0 || plan->scratch_bytes == scratch);
+    if (!ok) {
+      fprintf(stderr, "%s: expected %d kernels, %d functions\n", name, kernels, functions);
+      kernel_plan_print(plan, stderr);
+    }
+  }
+  kernel_plan_free(plan);
+  cg_check_graph(name, g, NULL);
+}
+
+static GraphId bcast(Graph *g, GraphId x, GraphShape s) { return graph_broadcast(g, x, s); }
+
+static GraphId softmax(Graph *g, GraphId x, int axis) {
+  GraphShape s = graph_node(g, x)->shape;
+  GraphId m = graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, 1u << axis);
+  GraphId e = graph_unary(g, GRAPH_OP_EXP, graph_binary(g, GRAPH_OP_SUB, x, bcast(g, m, s)));
+  GraphId sum = graph_reduce(g, GRAPH_OP_REDUCE_SUM, e, 1u << axis);
+  return graph_binary(g, GRAPH_OP_DIV, e, bcast(g, sum, s));
+}
+
+static void softmax_rows(void) {
+  Graph *g = graph_new();
+  GraphId x = graph_input(g, "x", GRAPH_F32, SHAPE(4, 6, 33));
+  graph_output(g, "y", softmax(g, x, 2));
+  expect("softmax row: one kernel", g, 1, 1, 0);
+
+  /* Over a middle axis the row values vary along the inner loop: the
+   * reductions get kernels of their own and exp(x - max) is stored once. */
+  g = graph_new();
+  x = graph_input(g, "x", GRAPH_F32, SHAPE(4, 6, 5));
+  graph_output(g, "y", softmax(g, x, 1));
+  expect("softmax over a middle axis", g, 4, 4, -1);
+
+  /* As autodiff and the front end write it: reduce, reshape, broadcast. */
+  g = graph_new();
+  x = graph_input(g, "x", GRAPH_F32, SHAPE(12, 40));
+  GraphId m = graph_reshape(g, graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, 2), SHAPE(12));
+  GraphId z =
+      graph_binary(g, GRAPH_OP_SUB, x, bcast(g, graph_reshape(g, m, SHAPE(12, 1)), SHAPE(12, 40)));
+  GraphId sum = graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_unary(g, GRAPH_OP_EXP, z), 2);
+  GraphId lse = graph_unary(g, GRAPH_OP_LOG, sum);
+  graph_output(g, "log_softmax", graph_binary(g, GRAPH_OP_SUB, z, bcast(g, lse, SHAPE(12, 40))));
+  expect("log_softmax through reshapes: one kernel", g, 1, 1, 0);
+}
+
+static void layernorm_rows(void) {
+  Graph *g = graph_new();
+  GraphShape s = SHAPE(3, 5, 48);
+  GraphId x = graph_input(g, "x", GRAPH_F32, s);
+  GraphId gamma = graph_param(g, "gamma", GRAPH_F32, SHAPE(48));
+  GraphId beta = graph_param(g, "beta", GRAPH_F32, SHAPE(48));
+  GraphId inv_d = graph_splat(g, GRAPH_F32, SHAPE(3, 5, 1), 1.0 / 48);
+  GraphId mean = graph_binary(g, GRAPH_OP_MUL, graph_reduce(g, GRAPH_OP_REDUCE_SUM, x, 4), inv_d);
+  GraphId xc = graph_binary(g, GRAPH_OP_SUB, x, bcast(g, mean, s));
+  GraphId var = graph_binary(
+      g, GRAPH_OP_MUL,
+      graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_binary(g, GRAPH_OP_MUL, xc, xc), 4), inv_d);
+  GraphId eps = graph_splat(g, GRAPH_F32, SHAPE(3, 5, 1), 1e-5);
+  GraphId scale = graph_unary(g, GRAPH_OP_RSQRT, graph_binary(g, GRAPH_OP_ADD, var, eps));
+  GraphId y = graph_binary(g, GRAPH_OP_MUL, xc, bcast(g, scale, s));
+  y = graph_binary(g, GRAPH_OP_ADD, graph_binary(g, GRAPH_OP_MUL, y, bcast(g, gamma, s)),
+                   bcast(g, beta, s));
+  graph_output(g, "y", y);
+  expect("layernorm row: one kernel", g, 1, 1, 0);
+}
+
+static void views_and_sharing(void) {
+  Graph *g = graph_new();
+  GraphId x = graph_input(g, "x", GRAPH_F32, SHAPE(4, 5, 6));
+  GraphId b = graph_input(g, "b", GRAPH_F32, SHAPE(4));
+  int perm[GRAPH_MAX_RANK] = {2, 1, 0};
+  GraphId y = graph_binary(g, GRAPH_OP_ADD, graph_unary(g, GRAPH_OP_EXP, graph_permute(g, x, perm)),
+                           bcast(g, b, SHAPE(6, 5, 4)));
+  graph_output(g, "y", graph_reshape(g, y, SHAPE(30, 4)));
+  expect("permute, broadcast, reshape: one kernel, no copies", g, 1, 1, 0);
+
+  /* Two layers of one shape: the dot kernels and the bias kernels repeat. */
+  g = graph_new();
+  GraphId h = graph_input(g, "x", GRAPH_F32, SHAPE(8, 16));
+  for (int layer = 0; layer < 3; layer++) {
+    char name[16];
+    snprintf(name, sizeof name, "w%d", layer);
+    GraphId w = graph_param(g, name, GRAPH_F32, SHAPE(16, 16));
+    snprintf(name, sizeof name, "b%d", layer);
+    GraphId bias = graph_param(g, name, GRAPH_F32, SHAPE(16));
+    h = graph_binary(g, GRAPH_OP_ADD, graph_dot(g, h, w, false, false),
+                     bcast(g, bias, SHAPE(8, 16)));
+    h = graph_unary(g, GRAPH_OP_TANH, h);
+  }
+  graph_output(g, "y", h);
+  expect("three equal layers: six kernels, two functions", g, 6, 2, -1);
+}
+
+static void printing(void) {
+  int failures_before = cg_failures;
+  Graph *g = graph_new();
+  GraphId x = graph_input(g, "x", GRAPH_F32, SHAPE(4, 9));
+  graph_output(g, "y", softmax(g, x, 1));
+  KernelPlan *plan = plan_of(g);
+  char err[256];
+  CpuModule *m =
+      plan ? cpu_compile(plan, &(CpuOptions){.cpu = "x86-64-v3", .prefix = "net"}, err, sizeof err)
+           : NULL;
+  if (CG_CHECK(m != NULL)) {
+    char *ir = cpu_llvm_text(m), *asm_text = cpu_assembly_text(m, err, sizeof err);
+    CG_CHECK(ir && strstr(ir, "define void @net_run(") && strstr(ir, "@net_scratch_bytes"));
+    CG_CHECK(asm_text && strstr(asm_text, "net_run:") && strstr(asm_text, "net_update:"));
+    free(ir);
+    free(asm_text);
+    cpu_module_free(m);
+  }
+  char *listing = NULL;
+  size_t size = 0;
+  FILE *out = open_memstream(&listing, &size);
+  if (plan && out)
+    kernel_plan_print(plan, out);
+  if (out)
+    fclose(out);
+  CG_CHECK(listing && strstr(listing, "^reduce_max") && strstr(listing, "^reduce_sum"));
+  free(listing);
+  kernel_plan_free(plan);
+  graph_free(g);
+  printf("%s  emit llvm, asm and the kernel listing\n",
+         cg_failures == failures_before ? "ok  " : "FAIL");
+}
+
+int main(void) {
+  softmax_rows();
+  layernorm_rows();
+  views_and_sharing();
+  printing();
+  return cg_finish("codegen_fusion");
+}

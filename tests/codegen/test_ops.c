@@ -1,0 +1,378 @@
+/* Every primitive of ops.def compiled and compared with the evaluator, on
+ * several shapes and fed through permutes and broadcasts. */
+#include <math.h>
+#include <stdio.h>
+
+#include "harness.h"
+
+#define SHAPE(...) ((GraphShape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
+
+static GraphId in(Graph *g, const char *name, GraphDtype dtype, GraphShape shape) {
+  return graph_input(g, name, dtype, shape);
+}
+
+static GraphId permute3(Graph *g, GraphId x, int a, int b, int c) {
+  int perm[GRAPH_MAX_RANK] = {a, b, c};
+  return graph_permute(g, x, perm);
+}
+
+/* Fills every float leaf with [lo, hi) values (via the globals below). */
+static double fill_lo, fill_hi;
+static void fill_range(const Graph *g, EvalValues *ref) {
+  uint64_t state = 99;
+  for (GraphId id = 0; id < graph_count(g); id++)
+    if (graph_node(g, id)->op == GRAPH_OP_INPUT)
+      cg_fill(ref, id, fill_lo, fill_hi, &state);
+}
+
+/* op(x), op(permute(x3)), op(broadcast(v)) in one graph. */
+static void unary(GraphOp op, GraphDtype dtype, double lo, double hi) {
+  Graph *g = graph_new();
+  GraphId x = in(g, "x", dtype, SHAPE(4, 7));
+  GraphId x3 = in(g, "x3", dtype, SHAPE(5, 2, 3));
+  GraphId v = in(g, "v", dtype, SHAPE(7));
+  graph_output(g, "plain", graph_unary(g, op, x));
+  graph_output(g, "permuted", graph_unary(g, op, permute3(g, x3, 2, 0, 1)));
+  graph_output(g, "broadcast", graph_unary(g, op, graph_broadcast(g, v, SHAPE(4, 7))));
+  char name[64];
+  snprintf(name, sizeof name, "%s %s", graph_op_name(op), graph_dtype_name(dtype));
+  fill_lo = lo, fill_hi = hi;
+  cg_check_graph(name, g, fill_range);
+}
+
+static void binary(GraphOp op, GraphDtype dtype, double lo, double hi) {
+  Graph *g = graph_new();
+  GraphId a = in(g, "a", dtype, SHAPE(4, 7)), b = in(g, "b", dtype, SHAPE(4, 7));
+  GraphId row = in(g, "row", dtype, SHAPE(7)), col = in(g, "col", dtype, SHAPE(7, 4));
+  GraphId s = in(g, "s", dtype, SHAPE(1));
+  graph_output(g, "plain", graph_binary(g, op, a, b));
+  int t[GRAPH_MAX_RANK] = {1, 0};
+  graph_output(g, "views",
+               graph_binary(g, op, graph_broadcast(g, row, SHAPE(4, 7)), graph_permute(g, col, t)));
+  graph_output(g, "scalar", graph_binary(g, op, a, graph_broadcast(g, s, SHAPE(4, 7))));
+  char name[64];
+  snprintf(name, sizeof name, "%s %s", graph_op_name(op), graph_dtype_name(dtype));
+  fill_lo = lo, fill_hi = hi;
+  cg_check_graph(name, g, fill_range);
+}
+
+/* Integer-valued floats, so that cmpeq and ties in max/min really happen. */
+static void fill_small_integers(const Graph *g, EvalValues *ref) {
+  for (GraphId id = 0; id < graph_count(g); id++) {
+    if (graph_node(g, id)->op != GRAPH_OP_INPUT)
+      continue;
+    EvalTensor *t = eval_tensor(ref, id);
+    for (int64_t i = 0; i < t->numel; i++)
+      eval_tensor_set(t, i, (double)((i * 7 + id) % 3));
+  }
+}
+
+static void fill_with_nans(const Graph *g, EvalValues *ref) {
+  fill_lo = -1, fill_hi = 1;
+  fill_range(g, ref);
+  eval_set(ref, graph_find_leaf(g, "a"), 0, NAN);
+  eval_set(ref, graph_find_leaf(g, "b"), 1, NAN);
+}
+
+static void max_min_nan(GraphOp op) {
+  Graph *g = graph_new();
+  GraphId a = in(g, "a", GRAPH_F32, SHAPE(3, 4)), b = in(g, "b", GRAPH_F32, SHAPE(3, 4));
+  graph_output(g, "y", graph_binary(g, op, a, b));
+  graph_output(g, "reduced", graph_reduce(g, GRAPH_OP_REDUCE_MAX, graph_binary(g, op, a, b), 2));
+  char name[64];
+  snprintf(name, sizeof name, "%s with NaN", graph_op_name(op));
+  cg_check_graph(name, g, fill_with_nans);
+}
+
+static void elementwise(void) {
+  const GraphOp float_unary[] = {GRAPH_OP_NEG, GRAPH_OP_EXP, GRAPH_OP_TANH, GRAPH_OP_SIN,
+                                 GRAPH_OP_COS, GRAPH_OP_ABS, GRAPH_OP_RECIP};
+  for (size_t i = 0; i < sizeof float_unary / sizeof *float_unary; i++)
+    unary(float_unary[i], GRAPH_F32, -2, 2);
+  unary(GRAPH_OP_LOG, GRAPH_F32, 0.01, 5);
+  unary(GRAPH_OP_SQRT, GRAPH_F32, 0.01, 5);
+  unary(GRAPH_OP_RSQRT, GRAPH_F32, 0.01, 5);
+  unary(GRAPH_OP_NEG, GRAPH_I32, -50, 50);
+  unary(GRAPH_OP_ABS, GRAPH_I32, -50, 50);
+  unary(GRAPH_OP_EXP, GRAPH_F64, -2, 2);
+  unary(GRAPH_OP_LOG, GRAPH_F64, 0.01, 5);
+  const GraphOp any_binary[] = {GRAPH_OP_ADD, GRAPH_OP_SUB,   GRAPH_OP_MUL,  GRAPH_OP_MAX,
+                                GRAPH_OP_MIN, GRAPH_OP_CMPLT, GRAPH_OP_CMPEQ};
+  for (size_t i = 0; i < sizeof any_binary / sizeof *any_binary; i++) {
+    binary(any_binary[i], GRAPH_F32, -2, 2);
+    binary(any_binary[i], GRAPH_I32, -1000, 1000);
+  }
+  binary(GRAPH_OP_DIV, GRAPH_F32, 0.5, 3);
+  binary(GRAPH_OP_POW, GRAPH_F32, 0.1, 3);
+  binary(GRAPH_OP_DIV, GRAPH_F64, 0.5, 3);
+  binary(GRAPH_OP_POW, GRAPH_F64, 0.1, 3);
+  max_min_nan(GRAPH_OP_MAX);
+  max_min_nan(GRAPH_OP_MIN);
+
+  Graph *g = graph_new();
+  GraphId a = in(g, "a", GRAPH_F32, SHAPE(4, 7)), b = in(g, "b", GRAPH_F32, SHAPE(4, 7));
+  graph_output(g, "eq", graph_binary(g, GRAPH_OP_CMPEQ, a, b));
+  graph_output(g, "max", graph_binary(g, GRAPH_OP_MAX, a, b));
+  graph_output(g, "min", graph_binary(g, GRAPH_OP_MIN, a, b));
+  cg_check_graph("cmpeq max min with ties", g, fill_small_integers);
+}
+
+static void select_case(void) {
+  Graph *g = graph_new();
+  GraphId c = in(g, "c", GRAPH_I32, SHAPE(4, 7));
+  GraphId a = in(g, "a", GRAPH_F32, SHAPE(4, 7)), b = in(g, "b", GRAPH_F32, SHAPE(7));
+  GraphId bb = graph_broadcast(g, b, SHAPE(4, 7));
+  graph_output(g, "select", graph_select(g, c, a, bb));
+  GraphId mask = graph_binary(g, GRAPH_OP_CMPLT, a, bb);
+  graph_output(g, "computed mask", graph_select(g, mask, graph_unary(g, GRAPH_OP_EXP, a), bb));
+  GraphId ci = in(g, "ci", GRAPH_I32, SHAPE(4, 7)), di = in(g, "di", GRAPH_I32, SHAPE(4, 7));
+  graph_output(g, "i32", graph_select(g, c, ci, di));
+  cg_check_graph("select", g, NULL);
+}
+
+static void fill_for_cast(const Graph *g, EvalValues *ref) {
+  fill_lo = -20, fill_hi = 20;
+  fill_range(g, ref);
+  GraphId x = graph_find_leaf(g, "x");
+  eval_set(ref, x, 0, 3e9);
+  eval_set(ref, x, 1, -3e9);
+  eval_set(ref, x, 2, NAN);
+  eval_set(ref, x, 3, -0.75);
+}
+
+static void cast_case(void) {
+  Graph *g = graph_new();
+  GraphId x = in(g, "x", GRAPH_F32, SHAPE(3, 5)), i = in(g, "i", GRAPH_I32, SHAPE(5));
+  graph_output(g, "f32 to i32", graph_cast(g, x, GRAPH_I32));
+  graph_output(g, "i32 to f32", graph_cast(g, graph_broadcast(g, i, SHAPE(3, 5)), GRAPH_F32));
+  graph_output(g, "f32 to bf16", graph_cast(g, x, GRAPH_BF16));
+  graph_output(g, "i32 to i32", graph_cast(g, i, GRAPH_I32));
+  cg_check_graph("cast f32 i32", g, fill_for_cast);
+
+  g = graph_new();
+  x = in(g, "x", GRAPH_F64, SHAPE(3, 5));
+  graph_output(g, "f64 to i32", graph_cast(g, x, GRAPH_I32));
+  graph_output(g, "back", graph_cast(g, graph_cast(g, x, GRAPH_I32), GRAPH_F64));
+  cg_check_graph("cast f64 i32", g, fill_for_cast);
+}
+
+static void reductions(void) {
+  const GraphOp ops[2] = {GRAPH_OP_REDUCE_SUM, GRAPH_OP_REDUCE_MAX};
+  for (int k = 0; k < 2; k++) {
+    Graph *g = graph_new();
+    GraphId x = in(g, "x", GRAPH_F32, SHAPE(3, 4, 5)), y = in(g, "y", GRAPH_F32, SHAPE(5, 3, 4));
+    GraphId v = in(g, "v", GRAPH_F32, SHAPE(4, 1));
+    const uint32_t masks[] = {4, 1, 2, 5, 7};
+    for (int m = 0; m < 5; m++) {
+      char name[32];
+      snprintf(name, sizeof name, "axes %u", masks[m]);
+      graph_output(g, name, graph_reduce(g, ops[k], x, masks[m]));
+    }
+    graph_output(g, "of permute", graph_reduce(g, ops[k], permute3(g, y, 1, 2, 0), 6));
+    GraphId e = graph_binary(g, GRAPH_OP_MUL, x, graph_broadcast(g, v, SHAPE(3, 4, 5)));
+    graph_output(g, "of broadcast product", graph_reduce(g, ops[k], e, 4));
+    GraphId xi = in(g, "xi", GRAPH_I32, SHAPE(6, 5));
+    graph_output(g, "i32", graph_reduce(g, ops[k], xi, 2));
+    graph_output(g, "i32 all", graph_reduce(g, ops[k], xi, 3));
+    cg_check_graph(graph_op_name(ops[k]), g, NULL);
+  }
+  Graph *g = graph_new();
+  GraphId x = in(g, "x", GRAPH_F64, SHAPE(6, 9));
+  graph_output(g, "sum", graph_reduce(g, GRAPH_OP_REDUCE_SUM, x, 2));
+  graph_output(g, "max", graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, 1));
+  cg_check_graph("reduce f64", g, NULL);
+}
+
+static void movement(void) {
+  Graph *g = graph_new();
+  GraphId x = in(g, "x", GRAPH_F32, SHAPE(2, 3, 4));
+  graph_output(g, "reshape", graph_reshape(g, x, SHAPE(6, 4)));
+  graph_output(g, "reshape exp", graph_unary(g, GRAPH_OP_EXP, graph_reshape(g, x, SHAPE(4, 6))));
+  GraphId p = permute3(g, x, 2, 0, 1);
+  graph_output(g, "reshape of permute",
+               graph_unary(g, GRAPH_OP_NEG, graph_reshape(g, p, SHAPE(8, 3))));
+  graph_output(g, "permute", p);
+  graph_output(g, "permute add", graph_binary(g, GRAPH_OP_ADD, p, permute3(g, x, 2, 0, 1)));
+  cg_check_graph("reshape permute", g, NULL);
+
+  g = graph_new();
+  GraphId c = in(g, "c", GRAPH_F32, SHAPE(3, 1)), s = in(g, "s", GRAPH_F32, SHAPE(1));
+  GraphId r = in(g, "r", GRAPH_I32, SHAPE(4));
+  graph_output(g, "column", graph_broadcast(g, c, SHAPE(2, 3, 4)));
+  graph_output(g, "scalar",
+               graph_broadcast(g, graph_reshape(g, s, graph_shape_scalar()), SHAPE(5)));
+  graph_output(g, "i32 row", graph_broadcast(g, r, SHAPE(3, 4)));
+  cg_check_graph("broadcast", g, NULL);
+
+  g = graph_new();
+  x = in(g, "x", GRAPH_F32, SHAPE(7, 9));
+  int64_t start[2] = {1, 2}, stop[2] = {7, 9}, step[2] = {2, 3};
+  graph_output(g, "strided", graph_slice(g, x, start, stop, step));
+  int64_t start1[2] = {0, 3}, stop1[2] = {5, 4};
+  graph_output(g, "plain", graph_slice(g, x, start1, stop1, NULL));
+  int t[GRAPH_MAX_RANK] = {1, 0};
+  int64_t start2[2] = {1, 0}, stop2[2] = {9, 7}, step2[2] = {3, 2};
+  graph_output(
+      g, "of transpose",
+      graph_unary(g, GRAPH_OP_EXP, graph_slice(g, graph_permute(g, x, t), start2, stop2, step2)));
+  cg_check_graph("slice", g, NULL);
+
+  g = graph_new();
+  GraphId a = in(g, "a", GRAPH_F32, SHAPE(3, 2)), b = in(g, "b", GRAPH_F32, SHAPE(3, 4));
+  GraphId d = in(g, "d", GRAPH_F32, SHAPE(3, 1));
+  GraphId parts[3] = {a, graph_unary(g, GRAPH_OP_EXP, b), d};
+  graph_output(g, "axis 1", graph_concat(g, parts, 3, 1));
+  GraphId rows[2] = {b, graph_permute(g, in(g, "e", GRAPH_F32, SHAPE(4, 2)), t)};
+  graph_output(g, "axis 0", graph_concat(g, rows, 2, 0));
+  GraphId ints[2] = {in(g, "i", GRAPH_I32, SHAPE(2)), in(g, "j", GRAPH_I32, SHAPE(3))};
+  graph_output(g, "i32", graph_concat(g, ints, 2, 0));
+  cg_check_graph("concat", g, NULL);
+
+  g = graph_new();
+  x = in(g, "x", GRAPH_F32, SHAPE(3, 4));
+  int64_t lo[2] = {1, 0}, hi[2] = {2, 3}, interior[2] = {0, 2};
+  graph_output(g, "edges", graph_pad(g, x, lo, hi, NULL, 0.5));
+  graph_output(g, "interior", graph_pad(g, x, lo, hi, interior, -2.0));
+  graph_output(g, "of transpose", graph_pad(g, graph_permute(g, x, t), hi, lo, interior, 0));
+  int64_t lo1[1] = {2}, hi1[1] = {1}, in1[1] = {1};
+  graph_output(g, "i32", graph_pad(g, in(g, "i", GRAPH_I32, SHAPE(3)), lo1, hi1, in1, 7));
+  cg_check_graph("pad", g, NULL);
+}
+
+static void fill_indices(const Graph *g, EvalValues *ref) {
+  uint64_t state = 5;
+  for (GraphId id = 0; id < graph_count(g); id++) {
+    const GraphNode *n = graph_node(g, id);
+    if (n->op != GRAPH_OP_INPUT)
+      continue;
+    if (n->dtype == GRAPH_I32)
+      cg_fill(ref, id, -1, 8, &state); /* some rows outside [0, 6) */
+    else
+      cg_fill(ref, id, -1, 1, &state);
+  }
+}
+
+static void gather_scatter(void) {
+  Graph *g = graph_new();
+  GraphId table = in(g, "table", GRAPH_F32, SHAPE(6, 4));
+  GraphId idx = in(g, "idx", GRAPH_I32, SHAPE(2, 3));
+  graph_output(g, "gather", graph_gather(g, table, idx));
+  graph_output(g, "of expression", graph_gather(g, graph_unary(g, GRAPH_OP_EXP, table), idx));
+  GraphId one = graph_reshape(g, graph_slice(g, idx, (int64_t[]){1, 2}, (int64_t[]){2, 3}, NULL),
+                              graph_shape_scalar());
+  graph_output(g, "scalar index", graph_gather(g, table, one));
+  GraphId itable = in(g, "itable", GRAPH_I32, SHAPE(6, 2));
+  graph_output(g, "i32", graph_gather(g, itable, idx));
+  cg_check_graph("gather", g, fill_indices);
+
+  g = graph_new();
+  GraphId upd = in(g, "upd", GRAPH_F32, SHAPE(2, 3, 4));
+  idx = in(g, "idx", GRAPH_I32, SHAPE(2, 3));
+  graph_output(g, "scatter", graph_scatter_add(g, upd, idx, 6));
+  graph_output(g, "of expression", graph_scatter_add(g, graph_unary(g, GRAPH_OP_EXP, upd), idx, 5));
+  graph_output(g, "i32", graph_scatter_add(g, in(g, "iupd", GRAPH_I32, SHAPE(2, 3, 2)), idx, 6));
+  cg_check_graph("scatter_add", g, fill_indices);
+}
+
+static void dot_case(const char *name, GraphShape sa, GraphShape sb, bool ta, bool tb,
+                     GraphDtype dtype) {
+  Graph *g = graph_new();
+  GraphId a = in(g, "a", dtype, sa), b = in(g, "b", dtype, sb);
+  graph_output(g, "c", graph_dot(g, a, b, ta, tb));
+  cg_check_graph(name, g, NULL);
+}
+
+static void contractions(void) {
+  dot_case("dot", SHAPE(3, 4), SHAPE(4, 5), false, false, GRAPH_F32);
+  dot_case("dot ta", SHAPE(4, 3), SHAPE(4, 5), true, false, GRAPH_F32);
+  dot_case("dot tb", SHAPE(3, 4), SHAPE(5, 4), false, true, GRAPH_F32);
+  dot_case("dot ta tb", SHAPE(4, 3), SHAPE(5, 4), true, true, GRAPH_F32);
+  dot_case("dot batched", SHAPE(2, 3, 4), SHAPE(2, 4, 5), false, false, GRAPH_F32);
+  dot_case("dot shared b", SHAPE(2, 2, 3, 4), SHAPE(4, 5), false, false, GRAPH_F32);
+  dot_case("dot shared a", SHAPE(3, 4), SHAPE(2, 5, 4), false, true, GRAPH_F32);
+  dot_case("dot tiles", SHAPE(17, 33), SHAPE(33, 300), false, false, GRAPH_F32);
+  dot_case("dot f64", SHAPE(2, 5, 6), SHAPE(2, 6, 3), false, false, GRAPH_F64);
+
+  /* Operands that are views: a reshape shares its buffer; a permute and an
+   * expression are materialised first. */
+  Graph *g = graph_new();
+  GraphId x = in(g, "x", GRAPH_F32, SHAPE(2, 3, 4)), w = in(g, "w", GRAPH_F32, SHAPE(4, 5));
+  GraphId flat = graph_reshape(g, x, SHAPE(6, 4));
+  graph_output(g, "reshaped", graph_dot(g, flat, w, false, false));
+  int t[GRAPH_MAX_RANK] = {1, 0};
+  graph_output(
+      g, "permuted",
+      graph_dot(g, graph_permute(g, w, t), graph_unary(g, GRAPH_OP_TANH, flat), false, true));
+  graph_output(g, "square", graph_dot(g, w, w, true, false));
+  cg_check_graph("dot of views", g, NULL);
+}
+
+static void fill_offset(const Graph *g, EvalValues *ref) {
+  eval_set(ref, graph_find_leaf(g, "offset"), 0, 12345);
+}
+
+static void sources(void) {
+  Graph *g = graph_new();
+  GraphId x = in(g, "x", GRAPH_F32, SHAPE(3, 4));
+  graph_output(g, "iota f32",
+               graph_binary(g, GRAPH_OP_ADD, x, graph_iota(g, GRAPH_F32, SHAPE(3, 4), 1)));
+  graph_output(g, "iota i32", graph_iota(g, GRAPH_I32, SHAPE(2, 5), 0));
+  GraphId ix = in(g, "ix", GRAPH_I32, SHAPE(3, 4));
+  graph_output(g, "iota i32 add",
+               graph_binary(g, GRAPH_OP_ADD, ix, graph_iota(g, GRAPH_I32, SHAPE(3, 4), 0)));
+  double values[12];
+  for (int i = 0; i < 12; i++)
+    values[i] = i * 0.37 - 2;
+  graph_output(
+      g, "constant",
+      graph_binary(g, GRAPH_OP_MUL, x, graph_constant(g, GRAPH_F32, SHAPE(3, 4), values, 12)));
+  graph_output(g, "splat",
+               graph_binary(g, GRAPH_OP_MUL, x, graph_splat(g, GRAPH_F32, SHAPE(3, 4), 1.5)));
+  graph_output(g, "constant i32", graph_constant(g, GRAPH_I32, SHAPE(12), values, 12));
+  graph_output(g, "constant output", graph_constant(g, GRAPH_F32, SHAPE(2, 6), values, 12));
+  graph_output(g, "leaf output", x);
+  cg_check_graph("iota constant", g, NULL);
+
+  g = graph_new();
+  GraphId offset = in(g, "offset", GRAPH_I32, graph_shape_scalar());
+  GraphId r = graph_random(g, offset, GRAPH_F32, SHAPE(5, 7), 42);
+  graph_output(g, "uniform", r);
+  GraphId big = graph_random(g, offset, GRAPH_F32, SHAPE(3, 1000), 0x123456789abcull);
+  x = in(g, "x", GRAPH_F32, SHAPE(3, 1000));
+  GraphId keep =
+      graph_binary(g, GRAPH_OP_CMPLT, big, graph_splat(g, GRAPH_F32, SHAPE(3, 1000), 0.9));
+  graph_output(g, "dropout",
+               graph_select(g, keep, x, graph_splat(g, GRAPH_F32, SHAPE(3, 1000), 0)));
+  cg_check_graph("random", g, fill_offset);
+
+  g = graph_new();
+  offset = in(g, "offset", GRAPH_I32, graph_shape_scalar());
+  graph_output(g, "uniform", graph_random(g, offset, GRAPH_F64, SHAPE(9, 2), 7));
+  cg_check_graph("random f64", g, fill_offset);
+}
+
+/* The same graph without a thread pool and for x86-64-v3. */
+static void run_modes(void) {
+  Graph *g = graph_new();
+  GraphId x = in(g, "x", GRAPH_F32, SHAPE(33, 65)), w = in(g, "w", GRAPH_F32, SHAPE(65, 20));
+  GraphId h = graph_unary(g, GRAPH_OP_TANH, graph_dot(g, x, w, false, false));
+  graph_output(g, "y", graph_reduce(g, GRAPH_OP_REDUCE_SUM, h, 2));
+  EvalValues *ref = cg_reference(g, GRAPH_F32, 3);
+  cg_run("serial", g, ref, &(CgRunOptions){.steps = 1, .tolerance = 1e-5, .serial = true});
+  cg_run("x86-64-v3", g, ref, &(CgRunOptions){.steps = 1, .tolerance = 1e-5, .cpu = "x86-64-v3"});
+  eval_free(ref);
+  graph_free(g);
+}
+
+int main(void) {
+  elementwise();
+  select_case();
+  cast_case();
+  reductions();
+  movement();
+  gather_scatter();
+  contractions();
+  sources();
+  run_modes();
+  return cg_finish("codegen_ops");
+}
