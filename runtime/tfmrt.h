@@ -168,6 +168,135 @@ int tfm_progress_format(char *buf, size_t size, uint64_t step, uint64_t total_st
                         double loss, double lr, double tokens_per_second,
                         double eta_seconds);
 
+/* --- data: vocabularies, parallel text, character streams (data.c) -------- */
+
+/* Loaders refuse bad input with "file:line: reason" (or "file: reason" for
+ * the file as a whole) and replace what they fill only on success, so a
+ * refusal leaves it as it was. Every vocabulary starts with these four tokens, so
+ * padding is id 0 everywhere and a loss that ignores 0 ignores padding. */
+enum { TFM_PAD = 0, TFM_BOS = 1, TFM_EOS = 2, TFM_UNK = 3, TFM_SPECIALS = 4 };
+
+/* The longest line the text readers accept, in bytes without the newline. */
+#define TFM_DATA_MAX_LINE 65536
+
+/* Token ids to byte strings and back. A token is any non-empty byte string:
+ * a word, or one byte for character models. On disk: one token per line, the
+ * line number (from 0) is the id, "<pad>" "<bos>" "<eos>" "<unk>" first;
+ * bytes 0x00-0x20 and 0x7f are written as \xHH and the backslash as \\, so
+ * every token fits on one line; other bytes (UTF-8 or not) are written as
+ * they are. */
+typedef struct {
+  size_t count, capacity;
+  char **tokens;             /* id -> NUL-terminated copy (lengths[] is exact) */
+  size_t *lengths;
+  size_t *slots;             /* open-addressing table of id + 1; 0 is empty */
+  size_t slot_count;         /* a power of two, or 0 */
+} tfm_vocab;                 /* zero-initialise before first use */
+
+/* From a training TSV (see tfm_pairs_load), source and target sides together:
+ * the specials, then tokens by descending frequency, ties in byte order.
+ * max_count (0: no limit) caps the size, specials included; rarer tokens
+ * become <unk> when loading. */
+int tfm_vocab_build_pairs(tfm_vocab *vocab, const char *tsv_path, size_t max_count);
+
+/* The specials, then every byte present in the file by descending frequency,
+ * ties by byte value. */
+int tfm_vocab_build_bytes(tfm_vocab *vocab, const char *text_path);
+
+int tfm_vocab_write(const tfm_vocab *vocab, const char *path);
+
+/* Refuses missing or misplaced specials, empty lines, duplicates, malformed
+ * escapes and raw control bytes (a CRLF file among them). */
+int tfm_vocab_read(tfm_vocab *vocab, const char *path);
+
+/* The id of a token; -1 when absent. */
+int32_t tfm_vocab_find(const tfm_vocab *vocab, const void *token, size_t length);
+
+/* The tokens of ids up to the first <eos>, joined by separator (" " for words,
+ * "" for characters), <pad> and <bos> left out; NUL-terminated. *length
+ * (optional) receives the byte count, which tells apart NUL bytes decoded
+ * from a character vocabulary. */
+int tfm_vocab_decode(const tfm_vocab *vocab, const int32_t *ids, size_t count,
+                     const char *separator, char *text, size_t size, size_t *length);
+
+void tfm_vocab_free(tfm_vocab *vocab);
+
+/* A permutation of 0..count-1 that depends only on (seed, epoch). */
+void tfm_data_shuffle(size_t *order, size_t count, uint64_t seed, uint64_t epoch);
+
+/* Parallel text for translation: a file of lines "source words<TAB>target
+ * words", tokens separated by single spaces. Malformed lines (empty, no tab or
+ * two, empty sides, stray spaces, CR, NUL, <pad>/<bos>/<eos> as words, longer
+ * than TFM_DATA_MAX_LINE) refuse the file; pairs whose source is longer than
+ * src_len or whose target is longer than tgt_len - 1 (room for <bos>/<eos>)
+ * are skipped and counted; tokens not in the vocabulary become <unk>, counted. */
+typedef struct {
+  size_t src_len, tgt_len;   /* S and T of every batch */
+  size_t count;              /* pairs kept */
+  int32_t *ids;              /* pair i: source then target ids, ids[starts[i]..starts[i+1]) */
+  size_t *starts;            /* count + 1 entries */
+  size_t *src_counts;        /* source tokens of pair i */
+  size_t skipped_too_long;
+  size_t unknown_tokens;
+  size_t *order;             /* the shuffled order of (order_seed, order_epoch) */
+  uint64_t order_seed, order_epoch;
+  int order_valid;
+} tfm_pairs;
+
+/* A batch of `rows` pairs, caller-allocated, row-major: src [rows, S] is the
+ * source; tgt_in [rows, T] is <bos> target; tgt_out [rows, T] is target <eos>;
+ * all padded with 0. A NULL array is not filled. */
+typedef struct {
+  size_t rows;
+  int32_t *src, *tgt_in, *tgt_out;
+} tfm_pair_batch;
+
+int tfm_pairs_load(tfm_pairs *pairs, const char *path, const tfm_vocab *vocab,
+                   size_t src_len, size_t tgt_len);
+void tfm_pairs_free(tfm_pairs *pairs);
+
+/* Batches in one pass over the pairs: ceil(count / rows). */
+size_t tfm_pairs_batch_count(const tfm_pairs *pairs, size_t rows);
+
+/* Training batch `step` (from 0): epoch step / batch_count visits the pairs in
+ * tfm_data_shuffle(seed, epoch) order; an epoch's last batch is completed with
+ * that epoch's first pairs. Depends only on (seed, step), so a resumed run
+ * sees the batches an uninterrupted one would. */
+int tfm_pairs_train_batch(tfm_pairs *pairs, uint64_t seed, uint64_t step,
+                          const tfm_pair_batch *batch);
+
+/* Batch `index` of the pairs in file order (for evaluation); rows past the
+ * last pair are all padding, and *filled says how many rows are pairs. */
+int tfm_pairs_eval_batch(const tfm_pairs *pairs, size_t index, const tfm_pair_batch *batch,
+                         size_t *filled);
+
+/* Character-level language modelling: a file's bytes as ids of a byte
+ * vocabulary (bytes it lacks become <unk>, counted). The last
+ * heldout_fraction of the bytes is held out for evaluation. Windows of
+ * window + 1 bytes give tokens [rows, window] and targets [rows, window], the
+ * same bytes shifted by one. */
+typedef struct {
+  size_t window;
+  size_t count, train_count; /* ids[0, train_count) train; the rest is held out */
+  int32_t *ids;
+  size_t unknown_bytes;
+} tfm_chars;
+
+int tfm_chars_load(tfm_chars *chars, const char *path, const tfm_vocab *vocab, size_t window,
+                   double heldout_fraction);
+void tfm_chars_free(tfm_chars *chars);
+
+/* Windows starting anywhere in the training part, chosen by (seed, step, row). */
+int tfm_chars_train_batch(const tfm_chars *chars, uint64_t seed, uint64_t step, size_t rows,
+                          int32_t *tokens, int32_t *targets);
+
+/* The held-out tail cut into consecutive windows, in order: batch_count
+ * batches; rows past the last window are padding, *filled says how many are
+ * windows. */
+size_t tfm_chars_eval_batch_count(const tfm_chars *chars, size_t rows);
+int tfm_chars_eval_batch(const tfm_chars *chars, size_t index, size_t rows, int32_t *tokens,
+                         int32_t *targets, size_t *filled);
+
 #ifdef __cplusplus
 }
 #endif
