@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "build.h"
 #include "diag.h"
 #include "graph_text.h"
 #include "lower.h"
@@ -14,6 +15,8 @@ static const char usage_text[] =
     "usage: tfmc COMMAND FILE.tfm [options]\n"
     "\n"
     "commands:\n"
+    "  build FILE -o OUT  compile the model into an executable that trains and runs it\n"
+    "                  (OUT --help lists its commands: train, eval, translate, generate)\n"
     "  check FILE      parse and check the model; print a one-screen summary\n"
     "  stats FILE      parameters per layer and in total, with shapes\n"
     "  emit ast FILE   print the checked syntax tree\n"
@@ -28,6 +31,10 @@ static const char usage_text[] =
     "  --train         emit graph/dot: the training graph instead of the forward one\n"
     "  --no-opt        emit graph/dot: as lowered, before folding, simplification,\n"
     "                  common-subexpression and dead-code elimination\n"
+    "  -o FILE         build: the executable to write\n"
+    "  --cpu CPU       build: native (default: this machine's CPU) or an LLVM CPU\n"
+    "                  name such as x86-64-v3 for a portable binary\n"
+    "  -v              build: report the time taken\n"
     "  -h, --help      show this help\n"
     "  --version       show the version\n"
     "\n"
@@ -135,24 +142,20 @@ static void print_stats(const CheckedModel *m) {
   printf("%-50s %18s %14s\n", "total", "", grouped(model_param_count(m)));
 }
 
-/* The standard pipeline of graph passes; each returns a new graph. */
+/* The standard pass pipeline; frees g. */
 static Graph *optimize_graph(Graph *g) {
-  Graph *(*const passes[])(const Graph *, char *, size_t) = {pass_fold, pass_simplify, pass_cse,
-                                                             pass_dce};
-  for (size_t i = 0; i < sizeof passes / sizeof passes[0] && g; i++) {
-    char err[256];
-    Graph *next = passes[i](g, err, sizeof err);
-    if (!next) fprintf(stderr, "tfmc: internal error: graph pass failed: %s\n", err);
-    graph_free(g);
-    g = next;
-  }
-  return g;
+  char err[256];
+  Graph *out = pass_standard(g, err, sizeof err);
+  if (!out) fprintf(stderr, "tfmc: internal error: graph pass failed: %s\n", err);
+  graph_free(g);
+  return out;
 }
 
 int main(int argc, char **argv) {
   FrontOptions opt = {.training = 1};
   const char *command = NULL, *what = NULL;
   int train = 0, optimize = 1;
+  BuildOptions build = {.cpu = "native"};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -167,6 +170,12 @@ int main(int argc, char **argv) {
       train = 1;
     } else if (!strcmp(a, "--no-opt")) {
       optimize = 0;
+    } else if (!strcmp(a, "-v")) {
+      build.verbose = 1;
+    } else if (!strcmp(a, "-o") || !strcmp(a, "--cpu")) {
+      if (i + 1 >= argc) return usage_error("%s needs an argument", a);
+      if (a[1] == 'o') build.output = argv[++i];
+      else build.cpu = argv[++i];
     } else if (!strncmp(a, "-D", 2)) {
       const char *d = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
       if (!d) return usage_error("%s needs NAME=VALUE", a);
@@ -188,8 +197,9 @@ int main(int argc, char **argv) {
     }
   }
   if (!command) return usage_error("%s", "no command given");
-  if (strcmp(command, "check") && strcmp(command, "stats") && strcmp(command, "emit"))
-    return usage_error("unknown command '%s' (commands: check, stats, emit)", command);
+  if (strcmp(command, "check") && strcmp(command, "stats") && strcmp(command, "emit") &&
+      strcmp(command, "build"))
+    return usage_error("unknown command '%s' (commands: build, check, stats, emit)", command);
   if (!strcmp(command, "emit") && (!what || (strcmp(what, "ast") && strcmp(what, "graph") &&
                                               strcmp(what, "dot"))))
     return usage_error("emit: unknown form '%s' (forms: ast, graph, dot)", what ? what : "");
@@ -198,6 +208,16 @@ int main(int argc, char **argv) {
     return usage_error("%s", "--train and --no-opt go with emit graph or emit dot");
   if (!opt.path) return usage_error("%s: no input file", command);
 
+  if (!strcmp(command, "build")) {
+    if (!build.output) return usage_error("%s", "build: give the executable's name with -o FILE");
+    int status = build_binary(&opt, &build);
+    if (status) {
+      int n = diag_error_count();
+      fprintf(stderr, "%d error%s\n", n, n == 1 ? "" : "s");
+    }
+    front_reset();
+    return status;
+  }
   CheckedModel *m;
   Graph *g = NULL;
   if (graph_form) {

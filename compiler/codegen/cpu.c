@@ -21,6 +21,11 @@ struct CpuModule {
   LLVMTargetMachineRef machine;
 };
 
+LLVMModuleRef cpu_module_llvm(CpuModule *module, LLVMContextRef *context) {
+  *context = module->context;
+  return module->module;
+}
+
 static bool fail(char *err, size_t size, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

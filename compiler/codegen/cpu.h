@@ -26,11 +26,18 @@ typedef struct CpuOptions {
 } CpuOptions;
 
 typedef struct CpuModule CpuModule;
+struct LLVMOpaqueModule;
+struct LLVMOpaqueContext;
 
 /* Generates the module, verifies it and optimises it (default<O3>). */
 CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *err,
                        size_t err_size);
 void cpu_module_free(CpuModule *module);
+
+/* The LLVM module and context (LLVMModuleRef, LLVMContextRef), for adding
+ * globals before emitting; spelled as their structs so that this header
+ * needs no LLVM include path. */
+struct LLVMOpaqueModule *cpu_module_llvm(CpuModule *module, struct LLVMOpaqueContext **context);
 
 bool cpu_emit_object(CpuModule *module, const char *path, char *err, size_t err_size);
 /* The optimised module as LLVM IR text and as assembly; malloc'd, NULL on failure. */

@@ -10,23 +10,27 @@
 
 extern char **environ;
 
-bool link_shared_object(const char *const *objects, int num_objects, const char *output, char *err,
-                        size_t err_size) {
+bool link_program(const char *const *objects, int num_objects, const char *const *libraries,
+                  int num_libraries, const char *output, bool shared, char *err,
+                  size_t err_size) {
   const char *driver = getenv("CC");
   if (!driver || !*driver)
     driver = "cc";
-  char **argv = calloc((size_t)num_objects + 6, sizeof(char *));
+  char **argv = calloc((size_t)(num_objects + num_libraries) + 6, sizeof(char *));
   if (!argv) {
     snprintf(err, err_size, "link: out of memory");
     return false;
   }
   int argc = 0;
   argv[argc++] = (char *)driver;
-  argv[argc++] = "-shared";
+  if (shared)
+    argv[argc++] = "-shared";
   argv[argc++] = "-o";
   argv[argc++] = (char *)output;
   for (int i = 0; i < num_objects; i++)
     argv[argc++] = (char *)objects[i];
+  for (int i = 0; i < num_libraries; i++)
+    argv[argc++] = (char *)libraries[i];
   argv[argc] = NULL;
   pid_t pid;
   int status = 0;
@@ -37,8 +41,14 @@ bool link_shared_object(const char *const *objects, int num_objects, const char 
     return false;
   }
   if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    snprintf(err, err_size, "link: '%s -shared -o %s' failed (status %d)", driver, output, status);
+    snprintf(err, err_size, "link: '%s%s -o %s ...' failed (status %d)", driver,
+             shared ? " -shared" : "", output, status);
     return false;
   }
   return true;
+}
+
+bool link_shared_object(const char *const *objects, int num_objects, const char *output, char *err,
+                        size_t err_size) {
+  return link_program(objects, num_objects, NULL, 0, output, true, err, err_size);
 }

@@ -20,5 +20,7 @@ Graph *pass_cse(const Graph *in, char *err, size_t err_size);
 /* Drops nodes that no output or update depends on; inputs, params and
  * states always stay. */
 Graph *pass_dce(const Graph *in, char *err, size_t err_size);
+/* fold, simplify, CSE, DCE in that order (what tfmc compiles). */
+Graph *pass_standard(const Graph *in, char *err, size_t err_size);
 
 #endif

@@ -1,0 +1,156 @@
+/* tfmc build: a .tfm file to a binary. The model's three graphs (init,
+ * train, forward) are lowered, optimised, planned, compiled through LLVM
+ * into objects with their descriptions, and linked with the runtime. */
+#define _POSIX_C_SOURCE 200809L
+#include "build.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cpu.h"
+#include "describe.h"
+#include "diag.h"
+#include "kernel.h"
+#include "link.h"
+#include "lower.h"
+#include "pass.h"
+
+#ifndef TFM_RUNTIME_LIB
+#define TFM_RUNTIME_LIB "libtfmrt.a"
+#endif
+#ifndef TFM_RUNTIME_MAIN_LIB
+#define TFM_RUNTIME_MAIN_LIB "libtfmrt_main.a"
+#endif
+#ifndef TFM_RUNTIME_LINK_FLAGS
+#define TFM_RUNTIME_LINK_FLAGS ""
+#endif
+
+/* The seed of the parameters' Philox key; the binary's --seed varies the draw. */
+static const uint64_t INIT_SEED = 0x74666d696e6974ull;
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef struct Compiled {
+  const char *prefix, *name;
+  Graph *graph;
+  KernelPlan *plan;
+  CpuModule *module;
+  char object[4200];
+} Compiled;
+
+static void compiled_free(Compiled *c) {
+  if (c->object[0]) unlink(c->object);
+  cpu_module_free(c->module);
+  kernel_plan_free(c->plan);
+  graph_free(c->graph);
+}
+
+/* Optimises, plans and compiles one graph (takes ownership of g). */
+static int compile_graph(Compiled *c, Graph *g, const BuildOptions *b, const char *dir) {
+  char err[512];
+  c->graph = pass_standard(g, err, sizeof err);
+  graph_free(g);
+  if (!c->graph) return diag_error_noloc("internal error: %s graph: %s", c->name, err), 0;
+  c->plan = kernel_plan_build(c->graph, err, sizeof err);
+  if (!c->plan) return diag_error_noloc("internal error: planning the %s graph: %s", c->name, err), 0;
+  CpuOptions o = {.cpu = b->cpu, .prefix = c->prefix};
+  c->module = cpu_compile(c->plan, &o, err, sizeof err);
+  if (!c->module) return diag_error_noloc("code generation for the %s graph: %s", c->name, err), 0;
+  if (!describe_graph(c->module, c->plan, c->prefix, c->name, err, sizeof err))
+    return diag_error_noloc("internal error: %s", err), 0;
+  snprintf(c->object, sizeof c->object, "%s/%s.o", dir, c->prefix);
+  return 1;
+}
+
+static const char *value_text(const Value *v) {
+  switch (v->kind) {
+    case V_INT: return pool_printf("%" PRId64, v->i);
+    case V_FLOAT: return pool_printf("%.15g", v->f);
+    case V_BOOL: return v->i ? "true" : "false";
+    case V_STR: return v->s;
+    default: return "?";
+  }
+}
+
+int build_binary(const FrontOptions *front, const BuildOptions *b) {
+  double start = now();
+  FrontOptions fo = *front;
+  fo.training = 0;
+  CheckedModel *m;
+  Graph *forward = lower_model(&fo, 0, &m);
+  if (!forward) return 1;
+  Graph *train = NULL;
+  if (m->train.present) {
+    CheckedModel *tm;
+    train = lower_model(front, 1, &tm);
+    if (!train) {
+      graph_free(forward);
+      return 1;
+    }
+  }
+  Graph *init = m->params.len ? lower_init_graph(m, INIT_SEED) : NULL;
+
+  char dir[] = "/tmp/tfmc-build-XXXXXX";
+  if (!mkdtemp(dir)) {
+    diag_error_noloc("cannot make a temporary folder for the objects");
+    return 1;
+  }
+  Compiled graphs[3] = {{.prefix = "tfm_init", .name = "init"},
+                        {.prefix = "tfm_train", .name = "train"},
+                        {.prefix = "tfm_forward", .name = "forward"}};
+  Graph *lowered[3] = {init, train, forward};
+  int ok = 1, count = 0;
+  for (int i = 0; i < 3 && ok; i++) {
+    if (!lowered[i]) continue;
+    ok = compile_graph(&graphs[i], lowered[i], b, dir);
+    lowered[i] = NULL;
+    count += ok;
+  }
+  for (int i = 0; i < 3; i++) graph_free(lowered[i]);
+  if (ok) {
+    /* The config as text, for the binary's `info` and checkpoints. */
+    const char **keys = pool_alloc(sizeof(char *) * (size_t)(m->config.len + 1));
+    const char **values = pool_alloc(sizeof(char *) * (size_t)(m->config.len + 1));
+    for (int i = 0; i < m->config.len; i++) {
+      const ConfigEntry *e = m->config.items[i];
+      keys[i] = e->name;
+      values[i] = value_text(e->value);
+    }
+    const SourceFile *src = source_get(m->at.file);
+    ModelDescription d = {m->name, src ? src->path : "?", m->config.len, keys, values,
+                          graphs[0].module ? "tfm_init" : NULL,
+                          graphs[1].module ? "tfm_train" : NULL, "tfm_forward"};
+    describe_model(graphs[2].module, &d);
+    char err[512];
+    const char *objects[3];
+    int n = 0;
+    for (int i = 0; i < 3 && ok; i++) {
+      if (!graphs[i].module) continue;
+      if (!cpu_emit_object(graphs[i].module, graphs[i].object, err, sizeof err)) {
+        diag_error_noloc("writing %s: %s", graphs[i].object, err);
+        ok = 0;
+      }
+      objects[n++] = graphs[i].object;
+    }
+    const char *libs[] = {TFM_RUNTIME_MAIN_LIB, TFM_RUNTIME_LIB, "-lm", "-lpthread", "-ldl",
+                          TFM_RUNTIME_LINK_FLAGS};
+    int nlibs = TFM_RUNTIME_LINK_FLAGS[0] ? 6 : 5;
+    if (ok && !link_program(objects, n, libs, nlibs, b->output, false, err, sizeof err)) {
+      diag_error_noloc("%s", err);
+      ok = 0;
+    }
+  }
+  for (int i = 0; i < 3; i++) compiled_free(&graphs[i]);
+  rmdir(dir);
+  if (ok && b->verbose)
+    fprintf(stderr, "tfmc: built %s (%d graphs) in %.2f s\n", b->output, count, now() - start);
+  return ok ? 0 : 1;
+}

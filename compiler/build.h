@@ -1,0 +1,15 @@
+/* tfmc build: compile a model into an executable that trains and runs it. */
+#ifndef TFM_BUILD_H
+#define TFM_BUILD_H
+#include "sema.h"
+
+typedef struct BuildOptions {
+  const char *output;   /* the executable */
+  const char *cpu;      /* "native" or an LLVM CPU name such as "x86-64-v3" */
+  int verbose;          /* report the time taken */
+} BuildOptions;
+
+/* 0 on success; errors are reported through diag. */
+int build_binary(const FrontOptions *front, const BuildOptions *options);
+
+#endif

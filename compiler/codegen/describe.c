@@ -1,0 +1,162 @@
+/* The descriptions a compiled binary carries for the runtime: for each
+ * graph a tfm_graph_desc (runtime/model.h) naming every input, param, state
+ * and output with its dtype, shape, region and offset, and one
+ * tfm_model_info tying the graphs together. They are LLVM constants whose
+ * struct layouts follow the C structs field for field (the data layout adds
+ * the same padding a C compiler would). */
+#include "describe.h"
+
+#include <llvm-c/Core.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct Emitter {
+  LLVMContextRef ctx;
+  LLVMModuleRef mod;
+  LLVMTypeRef i8p, i32, i64;
+  int strings;
+} Emitter;
+
+static Emitter emitter(CpuModule *m) {
+  Emitter e = {0};
+  e.mod = cpu_module_llvm(m, &e.ctx);
+  e.i8p = LLVMPointerType(LLVMInt8TypeInContext(e.ctx), 0);
+  e.i32 = LLVMInt32TypeInContext(e.ctx);
+  e.i64 = LLVMInt64TypeInContext(e.ctx);
+  return e;
+}
+
+static LLVMValueRef string_ptr(Emitter *e, const char *s) {
+  LLVMValueRef init = LLVMConstStringInContext(e->ctx, s, (unsigned)strlen(s), 0);
+  char name[64];
+  snprintf(name, sizeof name, ".tfm.str.%d", e->strings++);
+  LLVMValueRef g = LLVMAddGlobal(e->mod, LLVMTypeOf(init), name);
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, LLVMPrivateLinkage);
+  return LLVMConstBitCast(g, e->i8p);
+}
+
+static LLVMValueRef constant_global(Emitter *e, LLVMValueRef init, const char *name, int exported) {
+  LLVMValueRef g = LLVMAddGlobal(e->mod, LLVMTypeOf(init), name);
+  LLVMSetInitializer(g, init);
+  LLVMSetGlobalConstant(g, 1);
+  LLVMSetLinkage(g, exported ? LLVMExternalLinkage : LLVMPrivateLinkage);
+  return g;
+}
+
+/* runtime/model.h: tfm_buffer_desc */
+static LLVMTypeRef buffer_type(Emitter *e) {
+  LLVMTypeRef fields[] = {e->i8p, e->i32, e->i32, e->i32, e->i32, e->i64,
+                          LLVMArrayType(e->i64, GRAPH_MAX_RANK)};
+  return LLVMStructTypeInContext(e->ctx, fields, 7, 0);
+}
+
+enum { ROLE_INPUT, ROLE_PARAM, ROLE_STATE, ROLE_OUTPUT };
+
+static LLVMValueRef buffer_desc(Emitter *e, const KernelPlan *plan, GraphId node, const char *name,
+                                int role) {
+  const GraphNode *n = graph_node(plan->graph, node);
+  const KernelBuffer *b = kernel_plan_buffer(plan, node);
+  LLVMValueRef dims[GRAPH_MAX_RANK];
+  for (int i = 0; i < GRAPH_MAX_RANK; i++)
+    dims[i] = LLVMConstInt(e->i64, i < n->shape.rank ? (unsigned long long)n->shape.dims[i] : 0, 0);
+  LLVMValueRef fields[] = {
+      string_ptr(e, name),
+      LLVMConstInt(e->i32, (unsigned long long)role, 0),
+      LLVMConstInt(e->i32, (unsigned long long)kernel_storage_dtype(n->dtype), 0),
+      LLVMConstInt(e->i32, b->region == KERNEL_PERSISTENT ? 0 : 1, 0),
+      LLVMConstInt(e->i32, (unsigned long long)n->shape.rank, 0),
+      LLVMConstInt(e->i64, (unsigned long long)b->offset, 0),
+      LLVMConstArray(e->i64, dims, GRAPH_MAX_RANK)};
+  return LLVMConstStructInContext(e->ctx, fields, 7, 0);
+}
+
+/* runtime/model.h: tfm_graph_desc */
+static LLVMTypeRef graph_type(Emitter *e) {
+  LLVMTypeRef fields[] = {e->i8p, e->i64, e->i64, e->i32, e->i8p, e->i8p, e->i8p};
+  return LLVMStructTypeInContext(e->ctx, fields, 7, 0);
+}
+
+bool describe_graph(CpuModule *module, const KernelPlan *plan, const char *prefix,
+                    const char *graph_name, char *err, size_t err_size) {
+  Emitter e = emitter(module);
+  const Graph *g = plan->graph;
+  int cap = graph_num_inputs(g) + graph_num_params(g) + graph_num_states(g) + graph_num_outputs(g);
+  LLVMValueRef *descs = calloc((size_t)cap + 1, sizeof *descs);
+  if (!descs) {
+    snprintf(err, err_size, "describe: out of memory");
+    return false;
+  }
+  int n = 0;
+  struct { int (*count)(const Graph *); GraphId (*at)(const Graph *, int); int role; } leaves[] = {
+      {graph_num_inputs, graph_input_at, ROLE_INPUT},
+      {graph_num_params, graph_param_at, ROLE_PARAM},
+      {graph_num_states, graph_state_at, ROLE_STATE}};
+  for (int k = 0; k < 3; k++)
+    for (int i = 0; i < leaves[k].count(g); i++) {
+      GraphId id = leaves[k].at(g, i);
+      /* A leaf the graph never reads has no buffer; the runtime skips it. */
+      if (kernel_plan_buffer(plan, id))
+        descs[n++] = buffer_desc(&e, plan, id, graph_node(g, id)->attrs.name, leaves[k].role);
+    }
+  for (int i = 0; i < graph_num_outputs(g); i++) {
+    GraphOutput o = graph_output_at(g, i);
+    if (kernel_plan_buffer(plan, o.node)) descs[n++] = buffer_desc(&e, plan, o.node, o.name, ROLE_OUTPUT);
+  }
+  char sym[256];
+  snprintf(sym, sizeof sym, "%s_buffers", prefix);
+  LLVMValueRef table = constant_global(&e, LLVMConstArray(buffer_type(&e), descs, (unsigned)n), sym, 0);
+  free(descs);
+  char run[256], update[256];
+  snprintf(run, sizeof run, "%s_run", prefix);
+  snprintf(update, sizeof update, "%s_update", prefix);
+  LLVMValueRef run_fn = LLVMGetNamedFunction(e.mod, run), update_fn = LLVMGetNamedFunction(e.mod, update);
+  if (!run_fn || !update_fn) {
+    snprintf(err, err_size, "describe: %s has no %s or %s", graph_name, run, update);
+    return false;
+  }
+  LLVMValueRef fields[] = {string_ptr(&e, graph_name),
+                           LLVMConstInt(e.i64, (unsigned long long)plan->persistent_bytes, 0),
+                           LLVMConstInt(e.i64, (unsigned long long)plan->scratch_bytes, 0),
+                           LLVMConstInt(e.i32, (unsigned long long)n, 0),
+                           LLVMConstBitCast(table, e.i8p),
+                           LLVMConstBitCast(run_fn, e.i8p),
+                           LLVMConstBitCast(update_fn, e.i8p)};
+  snprintf(sym, sizeof sym, "%s_desc", prefix);
+  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 7, 0), sym, 1);
+  return true;
+}
+
+static LLVMValueRef string_table(Emitter *e, const char *const *strings, int n, const char *name) {
+  LLVMValueRef *ptrs = calloc((size_t)n + 1, sizeof *ptrs);
+  for (int i = 0; i < n; i++) ptrs[i] = string_ptr(e, strings[i]);
+  LLVMValueRef g = constant_global(e, LLVMConstArray(e->i8p, ptrs, (unsigned)n), name, 0);
+  free(ptrs);
+  return LLVMConstBitCast(g, e->i8p);
+}
+
+/* The tfm_graph_desc of another object, by its symbol, or a null pointer. */
+static LLVMValueRef graph_ref(Emitter *e, const char *prefix) {
+  if (!prefix) return LLVMConstNull(e->i8p);
+  char sym[256];
+  snprintf(sym, sizeof sym, "%s_desc", prefix);
+  LLVMValueRef g = LLVMGetNamedGlobal(e->mod, sym);
+  if (!g) g = LLVMAddGlobal(e->mod, graph_type(e), sym); /* defined in another object */
+  return LLVMConstBitCast(g, e->i8p);
+}
+
+bool describe_model(CpuModule *module, const ModelDescription *d) {
+  Emitter e = emitter(module);
+  LLVMValueRef fields[] = {string_ptr(&e, d->name),
+                           string_ptr(&e, d->source),
+                           LLVMConstInt(e.i32, (unsigned long long)d->num_config, 0),
+                           string_table(&e, d->config_keys, d->num_config, ".tfm.config_keys"),
+                           string_table(&e, d->config_values, d->num_config, ".tfm.config_values"),
+                           graph_ref(&e, d->init_prefix),
+                           graph_ref(&e, d->train_prefix),
+                           graph_ref(&e, d->forward_prefix)};
+  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 8, 0), "tfm_model", 1);
+  return true;
+}

@@ -1,0 +1,25 @@
+/* The descriptions of runtime/model.h, emitted into compiled modules. */
+#ifndef TFM_DESCRIBE_H
+#define TFM_DESCRIBE_H
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cpu.h"
+
+/* Adds PREFIX_desc (a tfm_graph_desc) for the graph compiled in `module`
+ * from `plan` with that symbol prefix. */
+bool describe_graph(CpuModule *module, const KernelPlan *plan, const char *prefix,
+                    const char *graph_name, char *err, size_t err_size);
+
+typedef struct ModelDescription {
+  const char *name, *source;
+  int num_config;
+  const char *const *config_keys, *const *config_values;
+  const char *init_prefix, *train_prefix, *forward_prefix; /* NULL: no such graph */
+} ModelDescription;
+
+/* Adds `tfm_model` (a tfm_model_info) referring to each graph's PREFIX_desc,
+ * which may live in other objects of the same binary. */
+bool describe_model(CpuModule *module, const ModelDescription *description);
+
+#endif

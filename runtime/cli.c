@@ -1,0 +1,432 @@
+/* The command line of a compiled model: `main` of every binary tfmc builds.
+ * The generated object defines `tfm_model`; everything here is generic and
+ * finds the model's buffers by name. The task follows from the inputs: a
+ * model with src/tgt_in/tgt_out translates (tab-separated pairs), one with
+ * tokens/targets models characters (a text file). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train.h"
+
+extern const tfm_model_info tfm_model;
+
+typedef struct Cli {
+  const char *command, *data, *test, *save, *load, *vocab_path, *prompt;
+  uint64_t steps, every, seed, log_every, threads, length, show;
+  int resume;
+} Cli;
+
+static const char usage[] =
+    "usage: %s COMMAND [options]\n"
+    "\n"
+    "commands:\n"
+    "  train     train the model (--data, --steps; --save to keep checkpoints)\n"
+    "  eval      loss on held-out data and, for translation, exact-match accuracy\n"
+    "  translate translate the sources of --data (or of standard input) greedily\n"
+    "  generate  continue --prompt by --length characters (character models)\n"
+    "  info      the model's config and buffers\n"
+    "\n"
+    "options:\n"
+    "  --data FILE        training data: pairs 'source<TAB>target' (translation) or text\n"
+    "  --test FILE        held-out pairs for eval and the end of training (translation)\n"
+    "  --steps N          train until step N (default 1000)\n"
+    "  --save FILE        checkpoint file (safetensors), written atomically\n"
+    "  --every N          also checkpoint every N steps (default: only at the end)\n"
+    "  --resume           continue from --save when it exists\n"
+    "  --load FILE        checkpoint to evaluate, translate or generate with\n"
+    "  --vocab FILE       vocabulary (default: CHECKPOINT.vocab, written when training)\n"
+    "  --seed N           initialisation and data order (default 1)\n"
+    "  --threads N        worker threads (default: TFM_THREADS or every CPU)\n"
+    "  --log-every N      progress line every N steps (default 50)\n"
+    "  --show N           translations to print after eval (default 5)\n"
+    "  --prompt TEXT      generate: the text to continue\n"
+    "  --length N         generate: characters to add (default 200)\n"
+    "  -h, --help         this help\n";
+
+static int usage_error(const char *prog, const char *fmt, const char *arg) {
+  fprintf(stderr, "%s: ", prog);
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\nrun '%s --help' for usage\n", prog);
+  return 2;
+}
+
+static int fail(const char *prog) {
+  fprintf(stderr, "%s: error: %s\n", prog, tfm_error());
+  return 1;
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 10);
+  if (errno || *end || !*s || s[0] == '-') return 0;
+  *out = v;
+  return 1;
+}
+
+/* --- the task ----------------------------------------------------------------- */
+
+typedef struct Task {
+  int translation;          /* else characters */
+  tfm_vocab vocab;
+  tfm_pairs train_pairs, test_pairs;
+  tfm_chars chars;
+  size_t rows, src_len, tgt_len, window;
+  int64_t model_vocab;      /* classes of the logits */
+  uint64_t seed;
+  const Cli *cli;
+} Task;
+
+static const tfm_buffer_desc *find_desc(const tfm_graph_desc *g, const char *name, tfm_role role) {
+  for (int32_t i = 0; g && i < g->num_buffers; i++)
+    if (g->buffers[i].role == (int32_t)role && !strcmp(g->buffers[i].name, name)) return &g->buffers[i];
+  return NULL;
+}
+
+/* Shapes from the compiled forward graph: batch rows, lengths, classes. */
+static int task_shapes(Task *t) {
+  const tfm_graph_desc *f = tfm_model.forward;
+  const tfm_buffer_desc *src = find_desc(f, "src", TFM_ROLE_INPUT);
+  const tfm_buffer_desc *tgt = find_desc(f, "tgt_in", TFM_ROLE_INPUT);
+  const tfm_buffer_desc *tok = find_desc(f, "tokens", TFM_ROLE_INPUT);
+  const tfm_buffer_desc *logits = find_desc(f, "logits", TFM_ROLE_OUTPUT);
+  if (!logits || logits->rank < 1)
+    return tfm_fail("model %s has no output 'logits' to decode from", tfm_model.name);
+  t->model_vocab = logits->shape[logits->rank - 1];
+  if (src && tgt && src->rank == 2 && tgt->rank == 2) {
+    t->translation = 1;
+    t->rows = (size_t)src->shape[0];
+    t->src_len = (size_t)src->shape[1];
+    t->tgt_len = (size_t)tgt->shape[1];
+    return TFM_OK;
+  }
+  if (tok && tok->rank == 2) {
+    t->rows = (size_t)tok->shape[0];
+    t->window = (size_t)tok->shape[1];
+    return TFM_OK;
+  }
+  return tfm_fail("model %s has neither src/tgt_in/tgt_out inputs (translation) nor "
+                  "tokens/targets (language model)", tfm_model.name);
+}
+
+static const char *vocab_file(const Cli *c, const char *checkpoint, char *buf, size_t size) {
+  if (c->vocab_path) return c->vocab_path;
+  if (!checkpoint) return NULL;
+  snprintf(buf, size, "%s.vocab", checkpoint);
+  return buf;
+}
+
+static int check_vocab_fits(const Task *t) {
+  if ((int64_t)t->vocab.count > t->model_vocab)
+    return tfm_fail("the data has %zu tokens (specials included) but the model's vocabulary is "
+                    "%" PRId64 "; rebuild with -D vocab=%zu", t->vocab.count, t->model_vocab,
+                    t->vocab.count);
+  return TFM_OK;
+}
+
+/* Training: build (or read, when resuming) the vocabulary and load the data. */
+static int task_open_train(Task *t, const Cli *c) {
+  char buf[4096];
+  const char *vpath = vocab_file(c, c->save, buf, sizeof buf);
+  FILE *existing = vpath && c->resume ? fopen(vpath, "r") : NULL;
+  int status;
+  if (existing) {
+    fclose(existing);
+    status = tfm_vocab_read(&t->vocab, vpath);
+  } else {
+    status = t->translation ? tfm_vocab_build_pairs(&t->vocab, c->data, (size_t)t->model_vocab)
+                            : tfm_vocab_build_bytes(&t->vocab, c->data);
+    if (!status && vpath) status = tfm_vocab_write(&t->vocab, vpath);
+  }
+  if (status || check_vocab_fits(t)) return TFM_FAILED;
+  if (t->translation) {
+    if (tfm_pairs_load(&t->train_pairs, c->data, &t->vocab, t->src_len, t->tgt_len)) return TFM_FAILED;
+    if (t->train_pairs.skipped_too_long)
+      fprintf(stderr, "warning: %zu pairs of %s are longer than the model's lengths and were "
+              "skipped\n", t->train_pairs.skipped_too_long, c->data);
+    if (c->test && tfm_pairs_load(&t->test_pairs, c->test, &t->vocab, t->src_len, t->tgt_len))
+      return TFM_FAILED;
+    return TFM_OK;
+  }
+  return tfm_chars_load(&t->chars, c->data, &t->vocab, t->window, 0.1);
+}
+
+static int batch_into(void *ctx, tfm_graph *g, uint64_t step, uint64_t *tokens) {
+  Task *t = ctx;
+  if (t->translation) {
+    tfm_pair_batch b = {t->rows, tfm_graph_buffer(g, "src", TFM_ROLE_INPUT, NULL),
+                        tfm_graph_buffer(g, "tgt_in", TFM_ROLE_INPUT, NULL),
+                        tfm_graph_buffer(g, "tgt_out", TFM_ROLE_INPUT, NULL)};
+    *tokens = t->rows * (t->src_len + t->tgt_len);
+    return tfm_pairs_train_batch(&t->train_pairs, t->seed, step - 1, &b);
+  }
+  *tokens = t->rows * t->window;
+  return tfm_chars_train_batch(&t->chars, t->seed, step - 1, t->rows,
+                               tfm_graph_buffer(g, "tokens", TFM_ROLE_INPUT, NULL),
+                               tfm_graph_buffer(g, "targets", TFM_ROLE_INPUT, NULL));
+}
+
+/* --- decoding ------------------------------------------------------------------ */
+
+static int32_t argmax_row(const float *logits, int64_t classes) {
+  int32_t best = 0;
+  for (int64_t k = 1; k < classes; k++)
+    if (logits[k] > logits[best]) best = (int32_t)k;
+  return best;
+}
+
+/* Greedy decoding of one batch: tgt_in starts as <bos>, and each run of the
+ * forward graph fixes one more position. out [rows, T] receives the ids. */
+static void greedy_translate(Task *t, tfm_graph *fwd, tfm_pool *pool, int32_t *out) {
+  int32_t *tgt_in = tfm_graph_buffer(fwd, "tgt_in", TFM_ROLE_INPUT, NULL);
+  int32_t *tgt_out = tfm_graph_buffer(fwd, "tgt_out", TFM_ROLE_INPUT, NULL);
+  const float *logits = tfm_graph_buffer(fwd, "logits", TFM_ROLE_OUTPUT, NULL);
+  size_t T = t->tgt_len;
+  memset(tgt_in, 0, sizeof(int32_t) * t->rows * T);
+  if (tgt_out) memset(tgt_out, 0, sizeof(int32_t) * t->rows * T);
+  memset(out, 0, sizeof(int32_t) * t->rows * T);
+  for (size_t r = 0; r < t->rows; r++) tgt_in[r * T] = TFM_BOS;
+  for (size_t pos = 0; pos < T; pos++) {
+    tfm_graph_run(fwd, pool);
+    int all_done = 1;
+    for (size_t r = 0; r < t->rows; r++) {
+      if (pos > 0 && (out[r * T + pos - 1] == TFM_EOS || out[r * T + pos - 1] == TFM_PAD)) {
+        out[r * T + pos] = TFM_PAD;
+        continue;
+      }
+      int32_t id = argmax_row(logits + (r * T + pos) * (size_t)t->model_vocab, t->model_vocab);
+      out[r * T + pos] = id;
+      if (pos + 1 < T) tgt_in[r * T + pos + 1] = id;
+      if (id != TFM_EOS) all_done = 0;
+    }
+    if (all_done) break;
+  }
+}
+
+static int ids_equal_until_eos(const int32_t *a, const int32_t *b, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    if (a[i] != b[i]) return 0;
+    if (a[i] == TFM_EOS) return 1;
+  }
+  return 1;
+}
+
+/* Exact match of greedy translations on the test pairs; prints `show` of them. */
+static int evaluate_translation(Task *t, tfm_graph *fwd, tfm_pool *pool, size_t show) {
+  const tfm_pairs *p = &t->test_pairs;
+  if (!p->count) return tfm_fail("no test pairs to evaluate (give --test FILE)");
+  size_t rows = t->rows, T = t->tgt_len, correct = 0, total = 0, shown = 0;
+  int32_t *src = tfm_graph_buffer(fwd, "src", TFM_ROLE_INPUT, NULL);
+  int32_t *ref = malloc(sizeof(int32_t) * rows * T), *hyp = malloc(sizeof(int32_t) * rows * T);
+  int32_t *ref_in = malloc(sizeof(int32_t) * rows * T);
+  if (!ref || !hyp || !ref_in) return tfm_fail("out of memory");
+  size_t batches = tfm_pairs_batch_count(p, rows);
+  for (size_t b = 0; b < batches; b++) {
+    size_t filled;
+    tfm_pair_batch batch = {rows, src, ref_in, ref};
+    if (tfm_pairs_eval_batch(p, b, &batch, &filled)) return TFM_FAILED;
+    greedy_translate(t, fwd, pool, hyp);
+    for (size_t r = 0; r < filled; r++) {
+      int ok = ids_equal_until_eos(hyp + r * T, ref + r * T, T);
+      correct += ok;
+      total++;
+      if (shown < show) {
+        char s[2048], h[2048], w[2048];
+        tfm_vocab_decode(&t->vocab, src + r * t->src_len, t->src_len, " ", s, sizeof s, NULL);
+        tfm_vocab_decode(&t->vocab, hyp + r * T, T, " ", h, sizeof h, NULL);
+        tfm_vocab_decode(&t->vocab, ref + r * T, T, " ", w, sizeof w, NULL);
+        if (ok) printf("  %s  ->  %s\n", s, h);
+        else printf("  %s  ->  %s   (expected: %s)\n", s, h, w);
+        shown++;
+      }
+    }
+  }
+  printf("exact match: %zu / %zu = %.2f%%\n", correct, total, 100.0 * (double)correct / (double)total);
+  free(ref);
+  free(hyp);
+  free(ref_in);
+  return TFM_OK;
+}
+
+/* --- commands ------------------------------------------------------------------ */
+
+typedef struct AfterTraining {
+  Task *task;
+  tfm_pool *pool;
+} AfterTraining;
+
+static int evaluate_after_training(void *ctx, tfm_graph *trained) {
+  Task *t = ctx;
+  if (!t->translation || !t->test_pairs.count || !tfm_model.forward) return TFM_OK;
+  tfm_graph fwd;
+  if (tfm_graph_open(&fwd, tfm_model.forward)) return TFM_FAILED;
+  int status = tfm_graph_copy_params(&fwd, trained);
+  if (!status) {
+    printf("held-out translations (greedy):\n");
+    status = evaluate_translation(t, &fwd, NULL, (size_t)t->cli->show);
+  }
+  tfm_graph_close(&fwd);
+  return status;
+}
+
+static int cmd_train(const char *prog, const Cli *c, tfm_pool *pool) {
+  if (!c->data) return usage_error(prog, "%s", "train needs --data FILE");
+  Task t = {.seed = c->seed, .cli = c};
+  if (task_shapes(&t) || task_open_train(&t, c)) return fail(prog);
+  tfm_train_options o = {.model = &tfm_model, .steps = c->steps, .seed = c->seed,
+                         .save_path = c->save, .save_every = c->every, .resume = c->resume,
+                         .log_every = c->log_every, .log = stdout, .pool = pool,
+                         .next_batch = batch_into, .on_done = evaluate_after_training,
+                         .batch_ctx = &t};
+  tfm_train_result r;
+  int status = tfm_train(&o, &r);
+  tfm_pairs_free(&t.train_pairs);
+  tfm_pairs_free(&t.test_pairs);
+  tfm_chars_free(&t.chars);
+  tfm_vocab_free(&t.vocab);
+  return status ? fail(prog) : 0;
+}
+
+/* eval / translate / generate: the forward graph with a checkpoint's params. */
+static int open_trained(const char *prog, const Cli *c, Task *t, tfm_graph *fwd) {
+  char buf[4096];
+  if (!c->load) return usage_error(prog, "%s", "this command needs --load CHECKPOINT");
+  if (!tfm_model.forward) return tfm_fail("model %s has no forward graph", tfm_model.name), fail(prog);
+  if (task_shapes(t) || tfm_vocab_read(&t->vocab, vocab_file(c, c->load, buf, sizeof buf)) ||
+      check_vocab_fits(t) || tfm_graph_open(fwd, tfm_model.forward))
+    return fail(prog);
+  /* The checkpoint holds the train graph's params and optimizer state. */
+  tfm_graph train;
+  if (!tfm_model.train) return tfm_fail("model %s has no train graph", tfm_model.name), fail(prog);
+  if (tfm_graph_open(&train, tfm_model.train)) return fail(prog);
+  int status = tfm_graph_load(&train, c->load, NULL) || tfm_graph_copy_params(fwd, &train);
+  tfm_graph_close(&train);
+  return status ? fail(prog) : 0;
+}
+
+static int cmd_eval_or_translate(const char *prog, const Cli *c, tfm_pool *pool) {
+  Task t = {.cli = c};
+  tfm_graph fwd;
+  int status = open_trained(prog, c, &t, &fwd);
+  if (status) return status;
+  if (!t.translation) {
+    tfm_graph_close(&fwd);
+    return tfm_fail("%s is for translation models", c->command), fail(prog);
+  }
+  const char *file = c->test ? c->test : c->data;
+  if (!file) return usage_error(prog, "%s", "give the pairs with --test FILE");
+  if (tfm_pairs_load(&t.test_pairs, file, &t.vocab, t.src_len, t.tgt_len)) return fail(prog);
+  status = evaluate_translation(&t, &fwd, pool, strcmp(c->command, "translate") ? c->show : (uint64_t)-1);
+  tfm_pairs_free(&t.test_pairs);
+  tfm_vocab_free(&t.vocab);
+  tfm_graph_close(&fwd);
+  return status ? fail(prog) : 0;
+}
+
+static int cmd_generate(const char *prog, const Cli *c, tfm_pool *pool) {
+  Task t = {.cli = c};
+  tfm_graph fwd;
+  int status = open_trained(prog, c, &t, &fwd);
+  if (status) return status;
+  if (t.translation) return tfm_fail("generate is for character models; use translate"), fail(prog);
+  int32_t *tokens = tfm_graph_buffer(&fwd, "tokens", TFM_ROLE_INPUT, NULL);
+  const float *logits = tfm_graph_buffer(&fwd, "logits", TFM_ROLE_OUTPUT, NULL);
+  const char *prompt = c->prompt ? c->prompt : "";
+  size_t W = t.window, have = 0;
+  int32_t *ctx = calloc(W, sizeof(int32_t));
+  for (const char *p = prompt; *p; p++) {
+    int32_t id = tfm_vocab_find(&t.vocab, p, 1);
+    if (have == W) memmove(ctx, ctx + 1, sizeof(int32_t) * (W - 1)), have--;
+    ctx[have++] = id < 0 ? TFM_UNK : id;
+  }
+  fputs(prompt, stdout);
+  for (uint64_t n = 0; n < c->length; n++) {
+    memset(tokens, 0, sizeof(int32_t) * t.rows * W);
+    memcpy(tokens, ctx, sizeof(int32_t) * have);
+    tfm_graph_run(&fwd, pool);
+    size_t last = have ? have - 1 : 0;
+    int32_t id = argmax_row(logits + last * (size_t)t.model_vocab, t.model_vocab);
+    if (id >= (int32_t)t.vocab.count) id = TFM_UNK;
+    fwrite(t.vocab.tokens[id], 1, t.vocab.lengths[id], stdout);
+    if (have == W) memmove(ctx, ctx + 1, sizeof(int32_t) * (W - 1)), have--;
+    ctx[have++] = id;
+  }
+  fputc('\n', stdout);
+  free(ctx);
+  tfm_vocab_free(&t.vocab);
+  tfm_graph_close(&fwd);
+  return 0;
+}
+
+static void print_graph(const tfm_graph_desc *g) {
+  static const char *const roles[] = {"input", "param", "state", "output"};
+  if (!g) return;
+  printf("graph %s: %" PRId64 " persistent + %" PRId64 " scratch bytes\n", g->name,
+         g->persistent_bytes, g->scratch_bytes);
+  for (int32_t i = 0; i < g->num_buffers; i++) {
+    const tfm_buffer_desc *b = &g->buffers[i];
+    if (b->role == TFM_ROLE_STATE) continue;
+    printf("  %-6s %-40s %s[", roles[b->role], b->name, tfm_dtype_name((tfm_dtype)b->dtype));
+    for (int k = 0; k < b->rank; k++) printf("%s%" PRId64, k ? ", " : "", b->shape[k]);
+    printf("]\n");
+  }
+}
+
+static int cmd_info(void) {
+  printf("model %s (compiled from %s)\nconfig:\n", tfm_model.name, tfm_model.source);
+  for (int32_t i = 0; i < tfm_model.num_config; i++)
+    printf("  %-16s = %s\n", tfm_model.config_keys[i], tfm_model.config_values[i]);
+  print_graph(tfm_model.train);
+  print_graph(tfm_model.forward);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  const char *prog = argc > 0 ? argv[0] : "model";
+  Cli c = {.steps = 1000, .seed = 1, .log_every = 50, .length = 200, .show = 5};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *next = i + 1 < argc ? argv[i + 1] : NULL;
+    const char **text = !strcmp(a, "--data") ? &c.data : !strcmp(a, "--test") ? &c.test
+                      : !strcmp(a, "--save") ? &c.save : !strcmp(a, "--load") ? &c.load
+                      : !strcmp(a, "--vocab") ? &c.vocab_path : !strcmp(a, "--prompt") ? &c.prompt
+                      : NULL;
+    uint64_t *num = !strcmp(a, "--steps") ? &c.steps : !strcmp(a, "--every") ? &c.every
+                  : !strcmp(a, "--seed") ? &c.seed : !strcmp(a, "--log-every") ? &c.log_every
+                  : !strcmp(a, "--threads") ? &c.threads : !strcmp(a, "--length") ? &c.length
+                  : !strcmp(a, "--show") ? &c.show : NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      printf(usage, prog);
+      return 0;
+    } else if (!strcmp(a, "--resume")) {
+      c.resume = 1;
+    } else if (text || num) {
+      if (!next) return usage_error(prog, "%s needs a value", a);
+      if (text) *text = next;
+      else if (!parse_u64(next, num)) return usage_error(prog, "%s needs a non-negative integer", a);
+      i++;
+    } else if (a[0] == '-') {
+      return usage_error(prog, "unknown option '%s'", a);
+    } else if (!c.command) {
+      c.command = a;
+    } else {
+      return usage_error(prog, "unexpected argument '%s'", a);
+    }
+  }
+  if (!c.command) return usage_error(prog, "%s", "no command given");
+  if (c.log_every == 0) c.log_every = 1;
+  if (!strcmp(c.command, "info")) return cmd_info();
+  tfm_pool *pool = NULL;
+  if (tfm_pool_create(&pool, (size_t)c.threads)) return fail(prog);
+  int status;
+  if (!strcmp(c.command, "train")) status = cmd_train(prog, &c, pool);
+  else if (!strcmp(c.command, "eval") || !strcmp(c.command, "translate"))
+    status = cmd_eval_or_translate(prog, &c, pool);
+  else if (!strcmp(c.command, "generate")) status = cmd_generate(prog, &c, pool);
+  else status = usage_error(prog, "unknown command '%s' (train, eval, translate, generate, info)", c.command);
+  tfm_pool_destroy(pool);
+  return status;
+}
