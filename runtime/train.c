@@ -2,10 +2,14 @@
  * Batches come from a callback that must be a pure function of the step
  * (and the seed), so a resumed run sees the very batches the uninterrupted
  * run would have seen and ends with bit-identical parameters. */
+#define _POSIX_C_SOURCE 200809L /* kill */
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "train.h"
 
@@ -50,8 +54,16 @@ static int save(const tfm_graph *g, const tfm_train_options *o, uint64_t step) {
   return status;
 }
 
+/* TFM_TEST_KILL_AT_STEP=N makes the process SIGKILL itself right after step
+ * N: the crash that --resume must recover from, at a step a test can name. */
+static uint64_t kill_step(void) {
+  const char *s = getenv("TFM_TEST_KILL_AT_STEP");
+  return s ? strtoull(s, NULL, 10) : 0;
+}
+
 int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
   const tfm_model_info *model = o->model;
+  uint64_t kill_at = kill_step();
   memset(result, 0, sizeof *result);
   if (!model->train) return tfm_fail("model %s has no train block; it cannot be trained", model->name);
   tfm_graph g;
@@ -106,6 +118,7 @@ int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
     }
     int checkpoint = o->save_path && ((o->save_every && step % o->save_every == 0) || step == o->steps);
     if (checkpoint && save(&g, o, step)) goto done;
+    if (kill_at && step == kill_at) kill(getpid(), SIGKILL); /* see kill_step() */
   }
   if (o->on_done && o->on_done(o->batch_ctx, &g)) goto done;
   status = TFM_OK;
