@@ -56,6 +56,7 @@ static void compiled_free(Compiled *c) {
 /* Optimises, plans and compiles one graph (takes ownership of g). */
 static int compile_graph(Compiled *c, Graph *g, const BuildOptions *b, const char *dir) {
   char err[512];
+  double start = now();
   c->graph = pass_standard(g, err, sizeof err);
   graph_free(g);
   if (!c->graph) return diag_error_noloc("internal error: %s graph: %s", c->name, err), 0;
@@ -67,6 +68,9 @@ static int compile_graph(Compiled *c, Graph *g, const BuildOptions *b, const cha
   if (!describe_graph(c->module, c->plan, c->prefix, c->name, err, sizeof err))
     return diag_error_noloc("internal error: %s", err), 0;
   snprintf(c->object, sizeof c->object, "%s/%s.o", dir, c->prefix);
+  if (b->verbose)
+    fprintf(stderr, "tfmc: %s graph: %d nodes, %d kernels, %d functions, %.2f s\n", c->name,
+            graph_count(c->graph), c->plan->num_kernels, c->plan->num_functions, now() - start);
   return 1;
 }
 

@@ -137,9 +137,11 @@ void tfm_pool_destroy(tfm_pool *pool) {
 size_t tfm_pool_threads(const tfm_pool *pool) { return pool->threads; }
 
 int tfm_parallel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx) {
-  if (!pool || !fn) return tfm_fail("parallel_for: no pool or no function");
+  if (!fn) return tfm_fail("parallel_for: no function");
   if (n == 0) return TFM_OK;
-  size_t chunks = n < pool->threads ? n : pool->threads;
+  /* No pool: the caller runs the whole range (generated code passes NULL
+   * when asked to run serially, so it needs no branch per kernel). */
+  size_t chunks = !pool ? 1 : n < pool->threads ? n : pool->threads;
   if (inside_parallel_for || chunks == 1) {
     fn(ctx, 0, n);
     return TFM_OK;

@@ -45,27 +45,16 @@ static void emit_run(CpuGen *gen) {
    * next kernel fills it. */
   LLVMValueRef slots = LLVMBuildArrayAlloca(b, gen->ptr, cpu_i64(gen, most_args), "args");
   LLVMValueRef ctx = LLVMBuildBitCast(b, slots, gen->ptr, "");
-  LLVMValueRef serial = LLVMBuildICmp(b, LLVMIntEQ, pool, LLVMConstNull(gen->ptr), "");
+  /* Straight-line code, one tfm_parallel_for per kernel (a NULL pool runs
+   * it on the caller): a branch per kernel made LLVM's jump threading
+   * quadratic in the number of kernels (minutes for the base Transformer). */
   for (int ki = 0; ki < plan->num_kernels; ki++) {
     const Kernel *k = &plan->kernels[ki];
     for (int i = 0; i < k->num_args; i++)
       LLVMBuildStore(b, buffer_address(gen, persistent, scratch, k->args[i]),
                      cpu_element(gen, gen->ptr, slots, cpu_i64(gen, i)));
-    LLVMValueRef kernel_fn = gen->functions[k->function];
-    LLVMValueRef rows = cpu_i64(gen, k->rows);
-    LLVMBasicBlockRef here = LLVMAppendBasicBlockInContext(gen->context, fn, "serial");
-    LLVMBasicBlockRef pooled = LLVMAppendBasicBlockInContext(gen->context, fn, "pooled");
-    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next");
-    LLVMBuildCondBr(b, serial, here, pooled);
-    LLVMPositionBuilderAtEnd(b, here);
-    LLVMValueRef direct[3] = {ctx, cpu_i64(gen, 0), rows};
-    LLVMBuildCall2(b, gen->range_fn, kernel_fn, direct, 3, "");
-    LLVMBuildBr(b, next);
-    LLVMPositionBuilderAtEnd(b, pooled);
-    LLVMValueRef call[4] = {pool, rows, kernel_fn, ctx};
+    LLVMValueRef call[4] = {pool, cpu_i64(gen, k->rows), gen->functions[k->function], ctx};
     LLVMBuildCall2(b, pf_type, parallel_for, call, 4, "");
-    LLVMBuildBr(b, next);
-    LLVMPositionBuilderAtEnd(b, next);
   }
   LLVMBuildRetVoid(b);
 }
