@@ -110,6 +110,12 @@ int main(void) {
   CHECK(pool && tfm_pool_threads(pool) >= 1);
   if (pool) printf("threads from the CPU count: %zu\n", tfm_pool_threads(pool));
   tfm_pool_destroy(pool);
-  CHECK_REFUSED(tfm_parallel_for(NULL, 4, count_hits, NULL), NULL, "no pool");
+  /* Without a pool the caller runs the whole range in one chunk. */
+  coverage serial = {calloc(5, sizeof(atomic_int)), 0, {0}, {0}, {0}, NULL};
+  CHECK_OK(tfm_parallel_for(NULL, 4, count_hits, &serial));
+  for (size_t i = 0; i < 4; i++) CHECK(atomic_load(&serial.hits[i]) == 1);
+  CHECK(atomic_load(&serial.chunk_count) == 1 && serial.begins[0] == 0 && serial.ends[0] == 4);
+  free(serial.hits);
+  CHECK_REFUSED(tfm_parallel_for(NULL, 4, NULL, NULL), NULL, "no function");
   return check_result("threads");
 }
