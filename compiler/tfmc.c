@@ -151,6 +151,17 @@ static Graph *optimize_graph(Graph *g) {
   return out;
 }
 
+/* LLVM aborts on a CPU name it does not know, so --cpu is checked first. */
+static int known_cpu(const char *cpu) {
+  static const char *const cpus[] = {"native", "x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4",
+                                     "haswell", "broadwell", "skylake", "skylake-avx512",
+                                     "cascadelake", "icelake-server", "sapphirerapids",
+                                     "znver1", "znver2", "znver3"};
+  for (size_t i = 0; i < sizeof cpus / sizeof cpus[0]; i++)
+    if (!strcmp(cpus[i], cpu)) return 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   FrontOptions opt = {.training = 1};
   const char *command = NULL, *what = NULL;
@@ -210,6 +221,10 @@ int main(int argc, char **argv) {
 
   if (!strcmp(command, "build")) {
     if (!build.output) return usage_error("%s", "build: give the executable's name with -o FILE");
+    if (!known_cpu(build.cpu))
+      return usage_error("--cpu: unknown CPU '%s' (native, x86-64, x86-64-v2, x86-64-v3, "
+                         "x86-64-v4, haswell, skylake, skylake-avx512, icelake-server, "
+                         "sapphirerapids, znver1, znver2, znver3)", build.cpu);
     int status = build_binary(&opt, &build);
     if (status) {
       int n = diag_error_count();
