@@ -1,7 +1,7 @@
 /* Runs .tfm programs through the whole stack up to the reference evaluator:
  * check -> lower -> (autodiff, training graph) -> eval.
  *
- *   model_check grad FILE [opts]     f64 central differences against autodiff for
+ *   model_check grad FILE [opts]     f64 central differences (4th order) against autodiff for
  *                                    the output "loss" w.r.t. every param and every
  *                                    float input (relative error <= 1e-6)
  *   model_check values FILE [opts]   compares outputs with the file's lines
@@ -143,18 +143,21 @@ static int cmd_grad(const Options *o) {
       int64_t k = s < 4 ? s * (count - 1) / 3 : (int64_t)(rng_next() % (uint64_t)count);
       eval_run(v);
       double analytic = eval_get(v, grads[i], k);
-      double x = eval_get(v, wrt[i], k), h = 1e-5 * fmax(1.0, fabs(x));
-      eval_set(v, wrt[i], k, x + h);
-      double up = loss_value(v, loss);
-      eval_set(v, wrt[i], k, x - h);
-      double down = loss_value(v, loss);
+      /* Central differences of fourth order: truncation O(h^4), so h can be
+       * large enough that rounding (about 1e-16 |loss| / h) stays small. */
+      double x = eval_get(v, wrt[i], k), h = 1e-4 * fmax(1.0, fabs(x)), f[4];
+      const double offsets[4] = {-2, -1, 1, 2};
+      for (int j = 0; j < 4; j++) {
+        eval_set(v, wrt[i], k, x + offsets[j] * h);
+        f[j] = loss_value(v, loss);
+      }
       eval_set(v, wrt[i], k, x);
-      double numeric = (up - down) / (2 * h);
-      /* Relative error 1e-6, with an absolute floor at the differences'
-       * rounding noise (about 1e-16 |loss| / h): a gradient that is exactly
-       * zero (a key bias under softmax) reads as noise of that size. */
+      double numeric = (f[0] - 8 * f[1] + 8 * f[2] - f[3]) / (12 * h);
+      /* Relative error 1e-6, with an absolute floor at that rounding noise:
+       * a gradient that is exactly zero (a key bias under softmax) reads as
+       * noise of that size. */
       double scale = fmax(fabs(analytic), fabs(numeric));
-      double noise = 1e-9 * fmax(1.0, fabs(up));
+      double noise = 1e-10 * fmax(1.0, fabs(f[2]));
       double err = fabs(analytic - numeric) / fmax(scale, 1e-300);
       checked++;
       if (scale > 1e-6 && err > worst) worst = err;
