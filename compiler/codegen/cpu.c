@@ -3,12 +3,12 @@
  * the host CPU or a named one. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "cpu.h"
+#include "errbuf.h"
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
 #include <llvm-c/Transforms/PassBuilder.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,24 +26,17 @@ LLVMModuleRef cpu_module_llvm(CpuModule *module, LLVMContextRef *context) {
   return module->module;
 }
 
-static bool fail(char *err, size_t size, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, size, fmt, ap);
-  va_end(ap);
-  return false;
-}
 
 /* Takes an LLVM message into err and disposes of it. */
 static bool fail_llvm(char *err, size_t size, const char *what, char *message) {
-  fail(err, size, "%s: %s", what, message ? message : "unknown error");
+  errbuf_set(err, size, "%s: %s", what, message ? message : "unknown error");
   LLVMDisposeMessage(message);
   return false;
 }
 
 static LLVMTargetMachineRef create_machine(const char *cpu, char *err, size_t size) {
   if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter()) {
-    fail(err, size, "LLVM has no native target");
+    errbuf_set(err, size, "LLVM has no native target");
     return NULL;
   }
   char *triple = LLVMGetDefaultTargetTriple();
@@ -64,7 +57,7 @@ static LLVMTargetMachineRef create_machine(const char *cpu, char *err, size_t si
   LLVMDisposeMessage(host_cpu);
   LLVMDisposeMessage(features);
   if (!machine)
-    fail(err, size, "cannot create a target machine for cpu '%s'", cpu);
+    errbuf_set(err, size, "cannot create a target machine for cpu '%s'", cpu);
   return machine;
 }
 
@@ -106,7 +99,7 @@ CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *
                        size_t err_size) {
   CpuModule *m = calloc(1, sizeof *m);
   if (!m) {
-    fail(err, err_size, "out of memory");
+    errbuf_set(err, err_size, "out of memory");
     return NULL;
   }
   if (!(m->machine = create_machine(options ? options->cpu : NULL, err, err_size))) {
@@ -136,7 +129,7 @@ CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *
   free(gen.constant_data);
   char *message = NULL;
   if (!ok) {
-    fail(err, err_size, "code generation: out of memory");
+    errbuf_set(err, err_size, "code generation: out of memory");
   } else if (LLVMVerifyModule(m->module, LLVMReturnStatusAction, &message)) {
     ok = fail_llvm(err, err_size, "invalid LLVM module", message);
   } else {
@@ -170,7 +163,7 @@ bool cpu_emit_object(CpuModule *m, const char *path, char *err, size_t err_size)
   char *message = NULL;
   char *file = strdup(path); /* the C API takes a non-const name */
   if (!file)
-    return fail(err, err_size, "out of memory");
+    return errbuf_set(err, err_size, "out of memory");
   bool failed = LLVMTargetMachineEmitToFile(m->machine, m->module, file, LLVMObjectFile, &message);
   free(file);
   if (failed)
@@ -199,7 +192,7 @@ char *cpu_assembly_text(CpuModule *m, char *err, size_t err_size) {
     memcpy(text, LLVMGetBufferStart(buffer), size);
     text[size] = '\0';
   } else {
-    fail(err, err_size, "out of memory");
+    errbuf_set(err, err_size, "out of memory");
   }
   LLVMDisposeMemoryBuffer(buffer);
   return text;

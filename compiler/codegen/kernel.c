@@ -2,8 +2,8 @@
  * inlined into the kernel of its consumers or materialised as a kernel
  * root, then lists the kernels, their buffers and arguments. */
 #include "kernel.h"
+#include "errbuf.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,13 +41,6 @@ typedef struct Planner {
   int num_kernels, kernels_capacity;
 } Planner;
 
-static bool fail(char *err, size_t size, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, size, fmt, ap);
-  va_end(ap);
-  return false;
-}
 
 GraphDtype kernel_storage_dtype(GraphDtype dtype) {
   return dtype == GRAPH_BF16 ? GRAPH_F32 : dtype;
@@ -481,7 +474,7 @@ KernelPlan *kernel_plan_build(const Graph *g, char *err, size_t err_size) {
   planner_release(&p);
   if (!ok) {
     kernel_plan_free(plan);
-    fail(err, err_size, "kernel formation: out of memory");
+    errbuf_set(err, err_size, "kernel formation: out of memory");
     return NULL;
   }
   return plan;

@@ -1,19 +1,12 @@
 /* The shape rules of ops.def: what each op accepts and what it produces. */
-#include <stdarg.h>
 #include <stdio.h>
 
 #include "graph_rules.h"
+#include "errbuf.h"
 
 /* Keeps every buffer size comfortably inside int64_t and size_t. */
 #define MAX_NUMEL ((int64_t)1 << 40)
 
-static bool fail(char *err, size_t size, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(err, size, fmt, ap);
-  va_end(ap);
-  return false;
-}
 
 typedef struct TypeText {
   char text[160];
@@ -33,12 +26,12 @@ static bool valid_dtype(GraphDtype d) { return d >= GRAPH_F32 && d <= GRAPH_BF16
 
 static bool check_shape(const GraphShape *s, char *err, size_t size) {
   if (s->rank < 0 || s->rank > GRAPH_MAX_RANK)
-    return fail(err, size, "rank %d is outside 0..%d", s->rank, GRAPH_MAX_RANK);
+    return errbuf_set(err, size, "rank %d is outside 0..%d", s->rank, GRAPH_MAX_RANK);
   int64_t numel = 1;
   for (int i = 0; i < s->rank; i++) {
-    if (s->dims[i] < 1) return fail(err, size, "dimension %d has size %lld", i,
+    if (s->dims[i] < 1) return errbuf_set(err, size, "dimension %d has size %lld", i,
                                     (long long)s->dims[i]);
-    if (s->dims[i] > MAX_NUMEL / numel) return fail(err, size, "the shape is too large");
+    if (s->dims[i] > MAX_NUMEL / numel) return errbuf_set(err, size, "the shape is too large");
     numel *= s->dims[i];
   }
   return true;
@@ -59,14 +52,14 @@ bool graph_rule_unary(const Graph *g, GraphNode *node, char *err, size_t size) {
 bool graph_rule_unary_float(const Graph *g, GraphNode *node, char *err, size_t size) {
   const GraphNode *x = input(g, node, 0);
   if (!graph_dtype_is_float(x->dtype))
-    return fail(err, size, "needs a float input, got %s", type_of(x).text);
+    return errbuf_set(err, size, "needs a float input, got %s", type_of(x).text);
   return same_as_input(g, node);
 }
 
 bool graph_rule_binary(const Graph *g, GraphNode *node, char *err, size_t size) {
   const GraphNode *a = input(g, node, 0), *b = input(g, node, 1);
   if (a->dtype != b->dtype || !graph_shape_equal(&a->shape, &b->shape))
-    return fail(err, size, "operands %s and %s differ (the IR does not broadcast)",
+    return errbuf_set(err, size, "operands %s and %s differ (the IR does not broadcast)",
                 type_of(a).text, type_of(b).text);
   return same_as_input(g, node);
 }
@@ -74,7 +67,7 @@ bool graph_rule_binary(const Graph *g, GraphNode *node, char *err, size_t size) 
 bool graph_rule_binary_float(const Graph *g, GraphNode *node, char *err, size_t size) {
   const GraphNode *a = input(g, node, 0);
   if (!graph_dtype_is_float(a->dtype))
-    return fail(err, size, "needs float operands, got %s", type_of(a).text);
+    return errbuf_set(err, size, "needs float operands, got %s", type_of(a).text);
   return graph_rule_binary(g, node, err, size);
 }
 
@@ -87,17 +80,17 @@ bool graph_rule_compare(const Graph *g, GraphNode *node, char *err, size_t size)
 bool graph_rule_select(const Graph *g, GraphNode *node, char *err, size_t size) {
   const GraphNode *c = input(g, node, 0), *a = input(g, node, 1), *b = input(g, node, 2);
   if (c->dtype != GRAPH_I32 || !graph_shape_equal(&c->shape, &a->shape))
-    return fail(err, size, "the condition %s must be i32 with the shape of %s", type_of(c).text,
+    return errbuf_set(err, size, "the condition %s must be i32 with the shape of %s", type_of(c).text,
                 type_of(a).text);
   if (a->dtype != b->dtype || !graph_shape_equal(&a->shape, &b->shape))
-    return fail(err, size, "the branches %s and %s differ", type_of(a).text, type_of(b).text);
+    return errbuf_set(err, size, "the branches %s and %s differ", type_of(a).text, type_of(b).text);
   node->shape = a->shape;
   node->dtype = a->dtype;
   return true;
 }
 
 bool graph_rule_cast(const Graph *g, GraphNode *node, char *err, size_t size) {
-  if (!valid_dtype(node->attrs.dtype)) return fail(err, size, "unknown target dtype");
+  if (!valid_dtype(node->attrs.dtype)) return errbuf_set(err, size, "unknown target dtype");
   node->shape = input(g, node, 0)->shape;
   node->dtype = node->attrs.dtype;
   return true;
@@ -107,7 +100,7 @@ bool graph_rule_reduce(const Graph *g, GraphNode *node, char *err, size_t size) 
   const GraphNode *x = input(g, node, 0);
   uint32_t axes = node->attrs.axes;
   if (x->shape.rank < 32 && (axes >> x->shape.rank) != 0)
-    return fail(err, size, "an axis is outside the rank of %s", type_of(x).text);
+    return errbuf_set(err, size, "an axis is outside the rank of %s", type_of(x).text);
   node->shape = x->shape;
   node->dtype = x->dtype;
   for (int i = 0; i < x->shape.rank; i++)
@@ -121,7 +114,7 @@ bool graph_rule_reshape(const Graph *g, GraphNode *node, char *err, size_t size)
   if (graph_shape_numel(&node->attrs.shape) != graph_shape_numel(&x->shape)) {
     char target[160];
     graph_format_type(target, sizeof target, x->dtype, &node->attrs.shape);
-    return fail(err, size, "cannot reshape %s to %s", type_of(x).text, target);
+    return errbuf_set(err, size, "cannot reshape %s to %s", type_of(x).text, target);
   }
   node->shape = node->attrs.shape;
   node->dtype = x->dtype;
@@ -135,7 +128,7 @@ bool graph_rule_permute(const Graph *g, GraphNode *node, char *err, size_t size)
   for (int i = 0; i < x->shape.rank; i++) {
     int p = node->attrs.perm[i];
     if (p < 0 || p >= x->shape.rank || seen[p])
-      return fail(err, size, "perm is not a permutation of the axes of %s", type_of(x).text);
+      return errbuf_set(err, size, "perm is not a permutation of the axes of %s", type_of(x).text);
     seen[p] = true;
     node->shape.dims[i] = x->shape.dims[p];
   }
@@ -154,7 +147,7 @@ bool graph_rule_broadcast(const Graph *g, GraphNode *node, char *err, size_t siz
   if (!ok) {
     char target[160];
     graph_format_type(target, sizeof target, x->dtype, to);
-    return fail(err, size, "cannot broadcast %s to %s", type_of(x).text, target);
+    return errbuf_set(err, size, "cannot broadcast %s to %s", type_of(x).text, target);
   }
   node->shape = *to;
   node->dtype = x->dtype;
@@ -168,7 +161,7 @@ bool graph_rule_slice(const Graph *g, GraphNode *node, char *err, size_t size) {
   for (int i = 0; i < x->shape.rank; i++) {
     if (a->start[i] < 0 || a->start[i] >= a->stop[i] || a->stop[i] > x->shape.dims[i] ||
         a->step[i] < 1)
-      return fail(err, size, "axis %d: start %lld, stop %lld, step %lld do not fit %s", i,
+      return errbuf_set(err, size, "axis %d: start %lld, stop %lld, step %lld do not fit %s", i,
                   (long long)a->start[i], (long long)a->stop[i], (long long)a->step[i],
                   type_of(x).text);
     node->shape.dims[i] = (a->stop[i] - a->start[i] + a->step[i] - 1) / a->step[i];
@@ -181,7 +174,7 @@ bool graph_rule_concat(const Graph *g, GraphNode *node, char *err, size_t size) 
   const GraphNode *first = input(g, node, 0);
   int axis = node->attrs.axis;
   if (axis < 0 || axis >= first->shape.rank)
-    return fail(err, size, "axis %d is outside the rank of %s", axis, type_of(first).text);
+    return errbuf_set(err, size, "axis %d is outside the rank of %s", axis, type_of(first).text);
   node->shape = first->shape;
   node->dtype = first->dtype;
   for (int k = 1; k < node->num_inputs; k++) {
@@ -190,7 +183,7 @@ bool graph_rule_concat(const Graph *g, GraphNode *node, char *err, size_t size) 
     for (int i = 0; ok && i < x->shape.rank; i++)
       ok = i == axis || x->shape.dims[i] == first->shape.dims[i];
     if (!ok)
-      return fail(err, size, "%s and %s do not join along axis %d", type_of(first).text,
+      return errbuf_set(err, size, "%s and %s do not join along axis %d", type_of(first).text,
                   type_of(x).text, axis);
     node->shape.dims[axis] += x->shape.dims[axis];
   }
@@ -204,10 +197,10 @@ bool graph_rule_pad(const Graph *g, GraphNode *node, char *err, size_t size) {
   for (int i = 0; i < x->shape.rank; i++) {
     if (a->lo[i] < 0 || a->hi[i] < 0 || a->interior[i] < 0 || a->lo[i] > MAX_NUMEL ||
         a->hi[i] > MAX_NUMEL || a->interior[i] > MAX_NUMEL)
-      return fail(err, size, "axis %d: padding must be between 0 and 2^40", i);
+      return errbuf_set(err, size, "axis %d: padding must be between 0 and 2^40", i);
     int64_t d = x->shape.dims[i];
     int64_t out = a->lo[i] + a->hi[i] + d;
-    if (a->interior[i] > (MAX_NUMEL - out) / d) return fail(err, size, "the result is too large");
+    if (a->interior[i] > (MAX_NUMEL - out) / d) return errbuf_set(err, size, "the result is too large");
     node->shape.dims[i] = out + (d - 1) * a->interior[i];
   }
   node->dtype = x->dtype;
@@ -217,9 +210,9 @@ bool graph_rule_pad(const Graph *g, GraphNode *node, char *err, size_t size) {
 bool graph_rule_gather(const Graph *g, GraphNode *node, char *err, size_t size) {
   const GraphNode *table = input(g, node, 0), *idx = input(g, node, 1);
   if (table->shape.rank != 2)
-    return fail(err, size, "the table %s must be [V, D]", type_of(table).text);
+    return errbuf_set(err, size, "the table %s must be [V, D]", type_of(table).text);
   if (idx->dtype != GRAPH_I32 || idx->shape.rank >= GRAPH_MAX_RANK)
-    return fail(err, size, "the indices %s must be i32 of rank below %d", type_of(idx).text,
+    return errbuf_set(err, size, "the indices %s must be i32 of rank below %d", type_of(idx).text,
                 GRAPH_MAX_RANK);
   node->shape = idx->shape;
   node->shape.dims[node->shape.rank++] = table->shape.dims[1];
@@ -232,7 +225,7 @@ bool graph_rule_scatter_add(const Graph *g, GraphNode *node, char *err, size_t s
   bool ok = idx->dtype == GRAPH_I32 && upd->shape.rank == idx->shape.rank + 1;
   for (int i = 0; ok && i < idx->shape.rank; i++) ok = upd->shape.dims[i] == idx->shape.dims[i];
   if (!ok)
-    return fail(err, size, "updates %s must be [..., D] over i32 indices [...], got %s",
+    return errbuf_set(err, size, "updates %s must be [..., D] over i32 indices [...], got %s",
                 type_of(upd).text, type_of(idx).text);
   node->shape.rank = 2;
   node->shape.dims[0] = node->attrs.rows;
@@ -245,7 +238,7 @@ bool graph_rule_dot(const Graph *g, GraphNode *node, char *err, size_t size) {
   const GraphNode *a = input(g, node, 0), *b = input(g, node, 1);
   int ra = a->shape.rank, rb = b->shape.rank;
   if (ra < 2 || rb < 2 || a->dtype != b->dtype || !graph_dtype_is_float(a->dtype))
-    return fail(err, size, "needs two float operands of rank >= 2 and one dtype, got %s and %s",
+    return errbuf_set(err, size, "needs two float operands of rank >= 2 and one dtype, got %s and %s",
                 type_of(a).text, type_of(b).text);
   bool batch_ok = ra == rb || ra == 2 || rb == 2;
   for (int i = 0; batch_ok && ra == rb && i < ra - 2; i++)
@@ -255,7 +248,7 @@ bool graph_rule_dot(const Graph *g, GraphNode *node, char *err, size_t size) {
   int64_t kb = b->shape.dims[rb - (node->attrs.transpose_b ? 1 : 2)];
   int64_t n = b->shape.dims[rb - (node->attrs.transpose_b ? 2 : 1)];
   if (!batch_ok || ka != kb)
-    return fail(err, size, "cannot contract %s%s with %s%s", type_of(a).text,
+    return errbuf_set(err, size, "cannot contract %s%s with %s%s", type_of(a).text,
                 node->attrs.transpose_a ? " (transposed)" : "", type_of(b).text,
                 node->attrs.transpose_b ? " (transposed)" : "");
   const GraphNode *batched = ra >= rb ? a : b;
@@ -267,7 +260,7 @@ bool graph_rule_dot(const Graph *g, GraphNode *node, char *err, size_t size) {
 }
 
 static bool source(GraphNode *node, char *err, size_t size) {
-  if (!valid_dtype(node->attrs.dtype)) return fail(err, size, "unknown dtype");
+  if (!valid_dtype(node->attrs.dtype)) return errbuf_set(err, size, "unknown dtype");
   if (!check_shape(&node->attrs.shape, err, size)) return false;
   node->shape = node->attrs.shape;
   node->dtype = node->attrs.dtype;
@@ -278,7 +271,7 @@ bool graph_rule_iota(const Graph *g, GraphNode *node, char *err, size_t size) {
   (void)g;
   if (!source(node, err, size)) return false;
   if (node->attrs.axis < 0 || node->attrs.axis >= node->shape.rank)
-    return fail(err, size, "axis %d is outside rank %d", node->attrs.axis, node->shape.rank);
+    return errbuf_set(err, size, "axis %d is outside rank %d", node->attrs.axis, node->shape.rank);
   return true;
 }
 
@@ -287,7 +280,7 @@ bool graph_rule_constant(const Graph *g, GraphNode *node, char *err, size_t size
   if (!source(node, err, size)) return false;
   int64_t n = graph_shape_numel(&node->shape);
   if (node->attrs.num_values != 1 && node->attrs.num_values != n)
-    return fail(err, size, "%lld values for %lld elements", (long long)node->attrs.num_values,
+    return errbuf_set(err, size, "%lld values for %lld elements", (long long)node->attrs.num_values,
                 (long long)n);
   return true;
 }
@@ -295,8 +288,8 @@ bool graph_rule_constant(const Graph *g, GraphNode *node, char *err, size_t size
 bool graph_rule_random(const Graph *g, GraphNode *node, char *err, size_t size) {
   const GraphNode *offset = input(g, node, 0);
   if (offset->dtype != GRAPH_I32 || offset->shape.rank != 0)
-    return fail(err, size, "the offset must be an i32 scalar, got %s", type_of(offset).text);
-  if (!graph_dtype_is_float(node->attrs.dtype)) return fail(err, size, "needs a float dtype");
+    return errbuf_set(err, size, "the offset must be an i32 scalar, got %s", type_of(offset).text);
+  if (!graph_dtype_is_float(node->attrs.dtype)) return errbuf_set(err, size, "needs a float dtype");
   return source(node, err, size);
 }
 
