@@ -4,6 +4,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "build.h"
 
+#include <libgen.h>
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "build_header.h"
 #include "cpu.h"
 #include "describe.h"
 #include "diag.h"
@@ -84,6 +87,30 @@ static const char *value_text(const Value *v) {
   }
 }
 
+/* The executable: the objects, the runtime's main, the runtime. */
+static int link_executable(const char **objects, int n, const char *output) {
+  char err[512];
+  const char *libs[] = {TFM_RUNTIME_MAIN_LIB, TFM_RUNTIME_LIB, "-lm", "-lpthread", "-ldl",
+                        TFM_RUNTIME_LINK_FLAGS};
+  int nlibs = TFM_RUNTIME_LINK_FLAGS[0] ? 6 : 5;
+  if (link_program(objects, n, libs, nlibs, output, false, err, sizeof err)) return 1;
+  diag_error_noloc("%s", err);
+  return 0;
+}
+
+/* The shared library carries the whole runtime (--whole-archive), so an
+ * embedding program links the library alone. */
+static int link_library(const char **objects, int n, const char *output) {
+  char err[512], *copy = pool_strdup(output);
+  const char *soname = pool_printf("-Wl,-soname,%s", basename(copy));
+  const char *libs[] = {"-Wl,--whole-archive", TFM_RUNTIME_LIB, "-Wl,--no-whole-archive", soname,
+                        "-lm", "-lpthread", "-ldl", TFM_RUNTIME_LINK_FLAGS};
+  int nlibs = TFM_RUNTIME_LINK_FLAGS[0] ? 8 : 7;
+  if (link_program(objects, n, libs, nlibs, output, true, err, sizeof err)) return 1;
+  diag_error_noloc("%s", err);
+  return 0;
+}
+
 int build_binary(const FrontOptions *front, const BuildOptions *b) {
   double start = now();
   FrontOptions fo = *front;
@@ -144,12 +171,14 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
       }
       objects[n++] = graphs[i].object;
     }
-    const char *libs[] = {TFM_RUNTIME_MAIN_LIB, TFM_RUNTIME_LIB, "-lm", "-lpthread", "-ldl",
-                          TFM_RUNTIME_LINK_FLAGS};
-    int nlibs = TFM_RUNTIME_LINK_FLAGS[0] ? 6 : 5;
-    if (ok && !link_program(objects, n, libs, nlibs, b->output, false, err, sizeof err)) {
-      diag_error_noloc("%s", err);
-      ok = 0;
+    if (ok) ok = b->shared ? link_library(objects, n, b->output) : link_executable(objects, n, b->output);
+    if (ok && b->shared) {
+      HeaderGraph hg[2];
+      int nh = 0;
+      for (int i = 1; i < 3; i++)
+        if (graphs[i].module) hg[nh++] = (HeaderGraph){graphs[i].name, graphs[i].prefix, graphs[i].plan};
+      HeaderModel hm = {m->name, d.source, nh, hg};
+      ok = build_write_header(b->header, &hm) == 0;
     }
   }
   for (int i = 0; i < 3; i++) compiled_free(&graphs[i]);

@@ -7,6 +7,8 @@ typedef struct BuildOptions {
   const char *output;   /* the executable */
   const char *cpu;      /* "native" or an LLVM CPU name such as "x86-64-v3" */
   int verbose;          /* report the time taken */
+  int shared;           /* a shared library with the runtime inside, and a C header */
+  const char *header;   /* with shared: where the header goes */
 } BuildOptions;
 
 /* 0 on success; errors are reported through diag. */

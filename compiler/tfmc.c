@@ -35,6 +35,10 @@ static const char usage_text[] =
     "  --cpu CPU       build: native (default: this machine's CPU) or an LLVM CPU\n"
     "                  name such as x86-64-v3 for a portable binary\n"
     "  -v              build: report the time taken\n"
+    "  --shared        build: a shared library (the runtime inside) plus a C header\n"
+    "                  for embedding, instead of an executable\n"
+    "  --header FILE   build --shared: the header's path (default: OUT with .h\n"
+    "                  in place of .so)\n"
     "  -h, --help      show this help\n"
     "  --version       show the version\n"
     "\n"
@@ -183,6 +187,11 @@ int main(int argc, char **argv) {
       optimize = 0;
     } else if (!strcmp(a, "-v")) {
       build.verbose = 1;
+    } else if (!strcmp(a, "--shared")) {
+      build.shared = 1;
+    } else if (!strcmp(a, "--header")) {
+      if (i + 1 >= argc) return usage_error("%s needs an argument", a);
+      build.header = argv[++i];
     } else if (!strcmp(a, "-o") || !strcmp(a, "--cpu")) {
       if (i + 1 >= argc) return usage_error("%s needs an argument", a);
       if (a[1] == 'o') build.output = argv[++i];
@@ -225,6 +234,12 @@ int main(int argc, char **argv) {
       return usage_error("--cpu: unknown CPU '%s' (native, x86-64, x86-64-v2, x86-64-v3, "
                          "x86-64-v4, haswell, skylake, skylake-avx512, icelake-server, "
                          "sapphirerapids, znver1, znver2, znver3)", build.cpu);
+    if (build.header && !build.shared) return usage_error("%s", "--header goes with --shared");
+    if (build.shared && !build.header) {
+      size_t n = strlen(build.output);
+      int so = n > 3 && !strcmp(build.output + n - 3, ".so");
+      build.header = pool_printf("%.*s.h", (int)(so ? n - 3 : n), build.output);
+    }
     int status = build_binary(&opt, &build);
     if (status) {
       int n = diag_error_count();

@@ -53,10 +53,8 @@ static LLVMTypeRef buffer_type(Emitter *e) {
   return LLVMStructTypeInContext(e->ctx, fields, 7, 0);
 }
 
-enum { ROLE_INPUT, ROLE_PARAM, ROLE_STATE, ROLE_OUTPUT };
-
 static LLVMValueRef buffer_desc(Emitter *e, const KernelPlan *plan, GraphId node, const char *name,
-                                int role) {
+                                DescribeRole role) {
   const GraphNode *n = graph_node(plan->graph, node);
   const KernelBuffer *b = kernel_plan_buffer(plan, node);
   LLVMValueRef dims[GRAPH_MAX_RANK];
@@ -79,32 +77,46 @@ static LLVMTypeRef graph_type(Emitter *e) {
   return LLVMStructTypeInContext(e->ctx, fields, 7, 0);
 }
 
-bool describe_graph(CpuModule *module, const KernelPlan *plan, const char *prefix,
-                    const char *graph_name, char *err, size_t err_size) {
-  Emitter e = emitter(module);
+DescribedBuffer *describe_buffers(const KernelPlan *plan, int *count) {
   const Graph *g = plan->graph;
   int cap = graph_num_inputs(g) + graph_num_params(g) + graph_num_states(g) + graph_num_outputs(g);
-  LLVMValueRef *descs = calloc((size_t)cap + 1, sizeof *descs);
-  if (!descs) {
-    snprintf(err, err_size, "describe: out of memory");
-    return false;
-  }
+  DescribedBuffer *out = calloc((size_t)cap + 1, sizeof *out);
+  if (!out) return NULL;
   int n = 0;
-  struct { int (*count)(const Graph *); GraphId (*at)(const Graph *, int); int role; } leaves[] = {
-      {graph_num_inputs, graph_input_at, ROLE_INPUT},
-      {graph_num_params, graph_param_at, ROLE_PARAM},
-      {graph_num_states, graph_state_at, ROLE_STATE}};
+  struct { int (*count)(const Graph *); GraphId (*at)(const Graph *, int); DescribeRole role; } leaves[] = {
+      {graph_num_inputs, graph_input_at, DESCRIBE_INPUT},
+      {graph_num_params, graph_param_at, DESCRIBE_PARAM},
+      {graph_num_states, graph_state_at, DESCRIBE_STATE}};
   for (int k = 0; k < 3; k++)
     for (int i = 0; i < leaves[k].count(g); i++) {
       GraphId id = leaves[k].at(g, i);
       /* A leaf the graph never reads has no buffer; the runtime skips it. */
       if (kernel_plan_buffer(plan, id))
-        descs[n++] = buffer_desc(&e, plan, id, graph_node(g, id)->attrs.name, leaves[k].role);
+        out[n++] = (DescribedBuffer){graph_node(g, id)->attrs.name, leaves[k].role, id};
     }
   for (int i = 0; i < graph_num_outputs(g); i++) {
     GraphOutput o = graph_output_at(g, i);
-    if (kernel_plan_buffer(plan, o.node)) descs[n++] = buffer_desc(&e, plan, o.node, o.name, ROLE_OUTPUT);
+    if (kernel_plan_buffer(plan, o.node)) out[n++] = (DescribedBuffer){o.name, DESCRIBE_OUTPUT, o.node};
   }
+  *count = n;
+  return out;
+}
+
+bool describe_graph(CpuModule *module, const KernelPlan *plan, const char *prefix,
+                    const char *graph_name, char *err, size_t err_size) {
+  Emitter e = emitter(module);
+  int n = 0;
+  DescribedBuffer *buffers = describe_buffers(plan, &n);
+  LLVMValueRef *descs = calloc((size_t)n + 1, sizeof *descs);
+  if (!buffers || !descs) {
+    free(buffers);
+    free(descs);
+    snprintf(err, err_size, "describe: out of memory");
+    return false;
+  }
+  for (int i = 0; i < n; i++)
+    descs[i] = buffer_desc(&e, plan, buffers[i].node, buffers[i].name, buffers[i].role);
+  free(buffers);
   char sym[256];
   snprintf(sym, sizeof sym, "%s_buffers", prefix);
   LLVMValueRef table = constant_global(&e, LLVMConstArray(buffer_type(&e), descs, (unsigned)n), sym, 0);

@@ -6,6 +6,25 @@
 
 #include "cpu.h"
 
+/* The roles of runtime/model.h (tfm_role). */
+typedef enum DescribeRole {
+  DESCRIBE_INPUT,
+  DESCRIBE_PARAM,
+  DESCRIBE_STATE,
+  DESCRIBE_OUTPUT
+} DescribeRole;
+
+typedef struct DescribedBuffer {
+  const char *name; /* the leaf's or the output's name */
+  DescribeRole role;
+  GraphId node;
+} DescribedBuffer;
+
+/* The buffers PREFIX_desc lists, in its order: inputs, params, states,
+ * then outputs, each only when it has a buffer. Malloc'd (*count entries),
+ * NULL when out of memory. */
+DescribedBuffer *describe_buffers(const KernelPlan *plan, int *count);
+
 /* Adds PREFIX_desc (a tfm_graph_desc) for the graph compiled in `module`
  * from `plan` with that symbol prefix. */
 bool describe_graph(CpuModule *module, const KernelPlan *plan, const char *prefix,

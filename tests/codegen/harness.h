@@ -26,18 +26,29 @@ void cg_fill(EvalValues *v, GraphId id, double lo, double hi, uint64_t *state);
 typedef struct CgRunOptions {
   int steps;        /* runs (with updates between them); the "step" input counts from 1 */
   double tolerance; /* relative */
+  /* Compare each tensor as a whole: |compiled - reference|_2 <= tolerance *
+   * max(|reference|_2, 1e-3 sqrt(numel)), instead of element by element
+   * (|c - r| <= tolerance * max(|r|, 1e-3)). Whole models reorder long sums,
+   * so single tiny elements (a gradient that is zero up to rounding) would
+   * fail elementwise while the tensor agrees. */
+  bool norm;
   bool serial;      /* run without a thread pool */
   const char *cpu;  /* NULL: native */
 } CgRunOptions;
 
 /* Compiles g, runs it against `ref` (whose leaves it copies first) and
- * prints "ok"/"FAIL name". Frees nothing. */
+ * prints "ok"/"FAIL name" (with the largest relative error in norm mode).
+ * Frees nothing. */
 bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOptions *options);
 
 /* cg_reference (f32 unless every float is f64) + cg_run with 1 step at
  * tolerance 1e-5, after `fill` (may be NULL) set leaves; then frees g. */
 typedef void (*CgFillFn)(const Graph *g, EvalValues *ref);
 bool cg_check_graph(const char *name, Graph *g, CgFillFn fill);
+
+/* The relative error of `values` (laid out as the reference's storage)
+ * against `reference` in the 2-norm, as CgRunOptions.norm compares. */
+double cg_norm_error(const EvalTensor *reference, const void *values);
 
 /* Prints a summary and returns the exit status. */
 int cg_finish(const char *suite);

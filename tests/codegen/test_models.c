@@ -1,0 +1,181 @@
+/* Whole models compiled against the evaluator: models/gpt.tfm and
+ * models/transformer.tfm at tiny sizes, parameters from their own
+ * initialisers, random token ids.
+ *   - The forward graph with the gradient of the loss for every parameter
+ *     as extra outputs: the loss, the logits and every gradient agree.
+ *   - The training graph (dropout on): one step's loss, then every param
+ *     and optimizer state after the update agree (Adam's first step moves
+ *     a param by about lr sign(g), so the moments are what carry the
+ *     gradients there).
+ * Agreement is the relative error of each tensor in the 2-norm, <= 1e-4
+ * (CgRunOptions.norm). The compiled graph is pass_standard's, so the
+ * evaluator is also run on the graph as lowered, to tie the compiled code
+ * to the model itself and not only to the optimised graph. */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "autodiff.h"
+#include "harness.h"
+#include "lower.h"
+#include "pass.h"
+
+#define TOLERANCE 1e-4
+
+typedef struct ModelCase {
+  const char *label, *file;
+  const char *const *defines; /* NULL-terminated "name=value" */
+  int64_t vocab;              /* token ids are drawn from [0, vocab) */
+} ModelCase;
+
+static double seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Adds an output "grad.NAME" for the gradient of the loss w.r.t. each param. */
+static bool add_gradients(Graph *g) {
+  int n = graph_num_params(g);
+  GraphId *wrt = calloc((size_t)n + 1, sizeof *wrt), *grads = calloc((size_t)n + 1, sizeof *grads);
+  bool ok = wrt && grads;
+  for (int i = 0; ok && i < n; i++)
+    wrt[i] = graph_param_at(g, i);
+  ok = ok && autodiff_gradients(g, graph_find_output(g, "loss"), wrt, n, grads);
+  for (int i = 0; ok && i < n; i++) {
+    char name[512];
+    snprintf(name, sizeof name, "grad.%s", graph_node(g, wrt[i])->attrs.name);
+    ok = graph_output(g, name, grads[i]);
+  }
+  free(wrt);
+  free(grads);
+  return ok;
+}
+
+/* Params from the init graph's outputs of the same name, token ids in
+ * [0, vocab), step 1; states stay zero as eval_new (and the runtime's arena)
+ * leaves them. */
+static bool fill_leaves(const Graph *g, EvalValues *v, const Graph *init, EvalValues *init_values,
+                        int64_t vocab) {
+  uint64_t rng = 2024;
+  for (int i = 0; i < graph_num_inputs(g); i++) {
+    GraphId id = graph_input_at(g, i);
+    if (!strcmp(graph_node(g, id)->attrs.name, "step"))
+      eval_set(v, id, 0, 1);
+    else
+      cg_fill(v, id, 0, (double)vocab, &rng);
+  }
+  for (int i = 0; i < graph_num_params(g); i++) {
+    GraphId id = graph_param_at(g, i);
+    GraphId from = graph_find_output(init, graph_node(g, id)->attrs.name);
+    if (!CG_CHECK(from != GRAPH_NONE))
+      return false;
+    EvalTensor *dst = eval_tensor(v, id), *src = eval_tensor(init_values, from);
+    if (!CG_CHECK(dst->numel == src->numel && dst->dtype == src->dtype))
+      return false;
+    memcpy(dst->data, src->data, (size_t)dst->numel * sizeof(float));
+  }
+  return true;
+}
+
+/* a and b hold the values of graphs with the same interface: node a_id of a
+ * against node b_id of b. */
+static bool agree(const char *label, const char *what, EvalValues *a, GraphId a_id, EvalValues *b,
+                  GraphId b_id, double *worst) {
+  if (!CG_CHECK(b_id != GRAPH_NONE))
+    return false;
+  EvalTensor *ta = eval_tensor(a, a_id), *tb = eval_tensor(b, b_id);
+  double e = cg_norm_error(ta, tb->data);
+  *worst = e > *worst ? e : *worst;
+  if (e <= TOLERANCE)
+    return true;
+  fprintf(stderr, "%s: %s: the lowered and the optimised graph differ by %.3g in the 2-norm\n",
+          label, what, e);
+  return CG_CHECK(false);
+}
+
+/* The evaluator on the lowered graph (raw) agrees with opt_ref, which
+ * cg_run left holding one step's outputs and the updated leaves. */
+static void check_passes(const char *label, const Graph *raw, EvalValues *raw_ref, const Graph *opt,
+                         EvalValues *opt_ref) {
+  double worst = 0;
+  bool ok = true;
+  eval_run(raw_ref);
+  for (int i = 0; i < graph_num_outputs(raw); i++) {
+    GraphOutput o = graph_output_at(raw, i);
+    ok &= agree(label, o.name, raw_ref, o.node, opt_ref, graph_find_output(opt, o.name), &worst);
+  }
+  eval_apply_updates(raw_ref);
+  for (int i = 0; i < graph_num_updates(raw); i++) {
+    GraphId target = graph_update_at(raw, i).target;
+    const char *name = graph_node(raw, target)->attrs.name;
+    ok &= agree(label, name, raw_ref, target, opt_ref, graph_find_leaf(opt, name), &worst);
+  }
+  printf("%s  %s: evaluator, lowered vs optimised graph (largest relative error %.2e)\n",
+         ok ? "ok  " : "FAIL", label, worst);
+}
+
+/* train 0: the forward graph (dropout off) with gradients; 1: the training
+ * graph (dropout on). */
+static void check_model(const ModelCase *mc, int train, const char *what) {
+  double start = seconds();
+  char label[256], err[512];
+  snprintf(label, sizeof label, "%s %s", mc->label, what);
+  FrontOptions fo = {.path = mc->file};
+  for (const char *const *d = mc->defines; *d; d++)
+    vec_push(&fo.defines, (void *)*d);
+  CheckedModel *m;
+  Graph *raw = lower_model(&fo, train, &m);
+  Graph *init = NULL, *opt = NULL;
+  EvalValues *init_values = NULL, *raw_ref = NULL, *opt_ref = NULL;
+  if (!CG_CHECK(raw != NULL) || (!train && !CG_CHECK(add_gradients(raw))))
+    goto done;
+  init = lower_init_graph(m, 0x5eed);
+  init_values = eval_new(init, GRAPH_F32);
+  eval_run(init_values); /* the "seed" input stays 0 */
+  opt = pass_standard(raw, err, sizeof err);
+  if (!CG_CHECK(opt != NULL)) {
+    fprintf(stderr, "%s: pass_standard: %s\n", label, err);
+    goto done;
+  }
+  raw_ref = eval_new(raw, GRAPH_F32);
+  opt_ref = eval_new(opt, GRAPH_F32);
+  if (!fill_leaves(raw, raw_ref, init, init_values, mc->vocab) ||
+      !fill_leaves(opt, opt_ref, init, init_values, mc->vocab))
+    goto done;
+  CgRunOptions options = {.steps = 1, .tolerance = TOLERANCE, .norm = true};
+  cg_run(label, opt, opt_ref, &options);
+  check_passes(label, raw, raw_ref, opt, opt_ref);
+  printf("      %s: %d nodes lowered, %d optimised, %d outputs; %.1f s\n", label, graph_count(raw),
+         graph_count(opt), graph_num_outputs(opt), seconds() - start);
+done:
+  eval_free(opt_ref);
+  eval_free(raw_ref);
+  eval_free(init_values);
+  graph_free(opt);
+  graph_free(init);
+  graph_free(raw);
+  front_reset(); /* also frees fo.defines, which live in the front end's pool */
+}
+
+static const char *const GPT[] = {"vocab=13", "d_model=16", "heads=2", "layers=2",
+                                  "seq_len=6", "batch=2", NULL};
+/* p_drop is 0 in gpt.tfm; the training graph runs with dropout. */
+static const char *const GPT_DROPOUT[] = {"vocab=13", "d_model=16", "heads=2",   "layers=2",
+                                          "seq_len=6", "batch=2",   "p_drop=0.1", NULL};
+/* p_drop = 0.1 as given in transformer.tfm. */
+static const char *const TRANSFORMER[] = {"vocab=11", "d_model=16", "heads=2", "d_ff=32",
+                                          "layers=2", "batch=2",    "src_len=5", "tgt_len=4",
+                                          NULL};
+
+int main(void) {
+  const char *gpt = TFM_SOURCE_DIR "/models/gpt.tfm";
+  const char *transformer = TFM_SOURCE_DIR "/models/transformer.tfm";
+  check_model(&(ModelCase){"gpt", gpt, GPT, 13}, 0, "gradients");
+  check_model(&(ModelCase){"gpt p_drop=0.1", gpt, GPT_DROPOUT, 13}, 1, "training step");
+  check_model(&(ModelCase){"transformer", transformer, TRANSFORMER, 11}, 0, "gradients");
+  check_model(&(ModelCase){"transformer", transformer, TRANSFORMER, 11}, 1, "training step");
+  return cg_finish("codegen_models");
+}
