@@ -5,8 +5,10 @@
 #include <string.h>
 
 #include "build.h"
+#include "cpu.h"
 #include "diag.h"
 #include "graph_text.h"
+#include "kernel.h"
 #include "lower.h"
 #include "pass.h"
 #include "sema.h"
@@ -23,6 +25,9 @@ static const char usage_text[] =
     "  emit graph FILE print the graph IR as text, one node per line (--train: the\n"
     "                  training graph: forward, backward and optimizer update)\n"
     "  emit dot FILE   the same graph as Graphviz DOT\n"
+    "  emit kernels FILE  the kernels of that graph: fused nodes, buffers, offsets\n"
+    "  emit llvm FILE  the optimised LLVM IR of those kernels (--cpu as for build)\n"
+    "  emit asm FILE   their assembly\n"
     "\n"
     "options:\n"
     "  -D NAME=VALUE   override a config value (repeatable; -DNAME=VALUE works too)\n"
@@ -166,6 +171,30 @@ static int known_cpu(const char *cpu) {
   return 0;
 }
 
+/* emit kernels | llvm | asm: the graph planned into kernels and compiled. */
+static int emit_code(const Graph *g, int form, const char *cpu) {
+  char err[512];
+  KernelPlan *plan = kernel_plan_build(g, err, sizeof err);
+  if (!plan) {
+    fprintf(stderr, "tfmc: internal error: planning: %s\n", err);
+    return 1;
+  }
+  int status = 0;
+  if (form == 3) {
+    kernel_plan_print(plan, stdout);
+  } else {
+    CpuOptions o = {.cpu = cpu};
+    CpuModule *m = cpu_compile(plan, &o, err, sizeof err);
+    char *text = !m ? NULL : form == 4 ? cpu_llvm_text(m) : cpu_assembly_text(m, err, sizeof err);
+    if (text) fputs(text, stdout);
+    else fprintf(stderr, "tfmc: code generation: %s\n", err), status = 1;
+    free(text);
+    cpu_module_free(m);
+  }
+  kernel_plan_free(plan);
+  return status;
+}
+
 int main(int argc, char **argv) {
   FrontOptions opt = {.training = 1};
   const char *command = NULL, *what = NULL;
@@ -220,20 +249,24 @@ int main(int argc, char **argv) {
   if (strcmp(command, "check") && strcmp(command, "stats") && strcmp(command, "emit") &&
       strcmp(command, "build"))
     return usage_error("unknown command '%s' (commands: build, check, stats, emit)", command);
-  if (!strcmp(command, "emit") && (!what || (strcmp(what, "ast") && strcmp(what, "graph") &&
-                                              strcmp(what, "dot"))))
-    return usage_error("emit: unknown form '%s' (forms: ast, graph, dot)", what ? what : "");
+  static const char *const forms[] = {"ast", "graph", "dot", "kernels", "llvm", "asm"};
+  int form = -1;
+  for (int i = 0; what && i < 6; i++)
+    if (!strcmp(what, forms[i])) form = i;
+  if (!strcmp(command, "emit") && form < 0)
+    return usage_error("emit: unknown form '%s' (forms: ast, graph, dot, kernels, llvm, asm)",
+                       what ? what : "");
   int graph_form = !strcmp(command, "emit") && strcmp(what, "ast");
   if ((train || !optimize) && !graph_form)
-    return usage_error("%s", "--train and --no-opt go with emit graph or emit dot");
+    return usage_error("%s", "--train and --no-opt go with emit graph, dot, kernels, llvm or asm");
+  if (!known_cpu(build.cpu))
+    return usage_error("--cpu: unknown CPU '%s' (native, x86-64, x86-64-v2, x86-64-v3, "
+                       "x86-64-v4, haswell, skylake, skylake-avx512, icelake-server, "
+                       "sapphirerapids, znver1, znver2, znver3)", build.cpu);
   if (!opt.path) return usage_error("%s: no input file", command);
 
   if (!strcmp(command, "build")) {
     if (!build.output) return usage_error("%s", "build: give the executable's name with -o FILE");
-    if (!known_cpu(build.cpu))
-      return usage_error("--cpu: unknown CPU '%s' (native, x86-64, x86-64-v2, x86-64-v3, "
-                         "x86-64-v4, haswell, skylake, skylake-avx512, icelake-server, "
-                         "sapphirerapids, znver1, znver2, znver3)", build.cpu);
     if (build.header && !build.shared) return usage_error("%s", "--header goes with --shared");
     if (build.shared && !build.header) {
       size_t n = strlen(build.output);
@@ -267,8 +300,9 @@ int main(int argc, char **argv) {
   } else if (!strcmp(command, "stats")) {
     print_stats(m);
   } else if (g) {
-    if (!strcmp(what, "graph")) graph_print(stdout, g);
-    else graph_print_dot(stdout, g);
+    if (form == 1) graph_print(stdout, g);
+    else if (form == 2) graph_print_dot(stdout, g);
+    else status = emit_code(g, form, build.cpu);
   } else {
     for (int i = 0; i < m->programs.len; i++) ast_print(m->programs.items[i], stdout);
   }
