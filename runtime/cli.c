@@ -13,6 +13,9 @@
 
 extern const tfm_model_info tfm_model;
 
+/* Character models train on the head of the text and evaluate on its tail. */
+static const double HELD_OUT = 0.1;
+
 typedef struct Cli {
   const char *command, *data, *test, *save, *load, *vocab_path, *prompt;
   uint64_t steps, every, seed, log_every, threads, length, show;
@@ -24,7 +27,8 @@ static const char usage[] =
     "\n"
     "commands:\n"
     "  train     train the model (--data, --steps; --save to keep checkpoints)\n"
-    "  eval      loss on held-out data and, for translation, exact-match accuracy\n"
+    "  eval      held-out loss (--test: pairs, or a text whose last 10%% is used) and,\n"
+    "            for translation, exact-match accuracy of greedy translations\n"
     "  translate translate the sources of --data (or of standard input) greedily\n"
     "  generate  continue --prompt by --length characters (character models)\n"
     "  info      the model's config and buffers\n"
@@ -151,7 +155,7 @@ static int task_open_train(Task *t, const Cli *c) {
       return TFM_FAILED;
     return TFM_OK;
   }
-  return tfm_chars_load(&t->chars, c->data, &t->vocab, t->window, 0.1);
+  return tfm_chars_load(&t->chars, c->data, &t->vocab, t->window, HELD_OUT);
 }
 
 static int batch_into(void *ctx, tfm_graph *g, uint64_t step, uint64_t *tokens) {
@@ -307,20 +311,57 @@ static int open_trained(const char *prog, const Cli *c, Task *t, tfm_graph *fwd)
   return status ? fail(prog) : 0;
 }
 
+/* The forward graph's mean loss over the held-out batches (teacher
+ * forcing; padding rows and positions are ignored by the loss itself). */
+static int held_out_loss(Task *t, tfm_graph *fwd, tfm_pool *pool, double *mean) {
+  float *loss = tfm_graph_buffer(fwd, "loss", TFM_ROLE_OUTPUT, NULL);
+  if (!loss) return tfm_fail("model %s has no output 'loss'", tfm_model.name);
+  size_t batches = t->translation ? tfm_pairs_batch_count(&t->test_pairs, t->rows)
+                                  : tfm_chars_eval_batch_count(&t->chars, t->rows);
+  if (!batches) return tfm_fail("no held-out data to evaluate");
+  double sum = 0;
+  for (size_t b = 0; b < batches; b++) {
+    size_t filled;
+    int status;
+    if (t->translation) {
+      tfm_pair_batch batch = {t->rows, tfm_graph_buffer(fwd, "src", TFM_ROLE_INPUT, NULL),
+                              tfm_graph_buffer(fwd, "tgt_in", TFM_ROLE_INPUT, NULL),
+                              tfm_graph_buffer(fwd, "tgt_out", TFM_ROLE_INPUT, NULL)};
+      status = tfm_pairs_eval_batch(&t->test_pairs, b, &batch, &filled);
+    } else {
+      status = tfm_chars_eval_batch(&t->chars, b, t->rows,
+                                    tfm_graph_buffer(fwd, "tokens", TFM_ROLE_INPUT, NULL),
+                                    tfm_graph_buffer(fwd, "targets", TFM_ROLE_INPUT, NULL), &filled);
+    }
+    if (status) return TFM_FAILED;
+    tfm_graph_run(fwd, pool);
+    sum += *loss;
+  }
+  *mean = sum / (double)batches;
+  return TFM_OK;
+}
+
+/* eval: held-out loss, and for translation exact match (showing --show
+ * examples); translate: every translation of the pairs. */
 static int cmd_eval_or_translate(const char *prog, const Cli *c, tfm_pool *pool) {
   Task t = {.cli = c};
   tfm_graph fwd;
   int status = open_trained(prog, c, &t, &fwd);
   if (status) return status;
-  if (!t.translation) {
-    tfm_graph_close(&fwd);
-    return tfm_fail("%s is for translation models", c->command), fail(prog);
-  }
+  int translate = !strcmp(c->command, "translate");
   const char *file = c->test ? c->test : c->data;
-  if (!file) return usage_error(prog, "%s", "give the pairs with --test FILE");
-  if (tfm_pairs_load(&t.test_pairs, file, &t.vocab, t.src_len, t.tgt_len)) return fail(prog);
-  status = evaluate_translation(&t, &fwd, pool, strcmp(c->command, "translate") ? c->show : (uint64_t)-1);
+  if (!file) return usage_error(prog, "%s", "give the held-out data with --test FILE");
+  if (translate && !t.translation)
+    return tfm_fail("translate is for translation models; use generate"), fail(prog);
+  status = t.translation ? tfm_pairs_load(&t.test_pairs, file, &t.vocab, t.src_len, t.tgt_len)
+                         : tfm_chars_load(&t.chars, file, &t.vocab, t.window, HELD_OUT);
+  double loss = 0;
+  if (!status && !translate && !(status = held_out_loss(&t, &fwd, pool, &loss)))
+    printf("held-out loss: %.4f (mean over batches)\n", loss);
+  if (!status && t.translation)
+    status = evaluate_translation(&t, &fwd, pool, translate ? (uint64_t)-1 : c->show);
   tfm_pairs_free(&t.test_pairs);
+  tfm_chars_free(&t.chars);
   tfm_vocab_free(&t.vocab);
   tfm_graph_close(&fwd);
   return status ? fail(prog) : 0;

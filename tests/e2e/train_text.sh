@@ -13,6 +13,7 @@ first=$(awk '/^step 1\// { print $4 }' "$work/log")
 last=$(awk '/^step 60\// { print $4 }' "$work/log")
 awk -v a="$first" -v b="$last" 'BEGIN { if (!(b < a)) { print "FAIL: loss " a " -> " b; exit 1 } }'
 test -s "$work/ck.safetensors" && test -s "$work/ck.safetensors.vocab"
+"$bin" eval --load "$work/ck.safetensors" --test "$corpus" | grep -q "^held-out loss: [0-9]"
 "$bin" generate --load "$work/ck.safetensors" --prompt "the " --length 20 > "$work/generated"
 test "$(head -c 4 "$work/generated")" = "the "
-echo "ok: loss $first -> $last; generate ran"
+echo "ok: loss $first -> $last; eval and generate ran"
