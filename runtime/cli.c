@@ -97,6 +97,10 @@ static int task_shapes(Task *t) {
   const tfm_buffer_desc *tgt = find_desc(f, "tgt_in", TFM_ROLE_INPUT);
   const tfm_buffer_desc *tok = find_desc(f, "tokens", TFM_ROLE_INPUT);
   const tfm_buffer_desc *logits = find_desc(f, "logits", TFM_ROLE_OUTPUT);
+  if (!(src && tgt && src->rank == 2 && tgt->rank == 2) && !(tok && tok->rank == 2))
+    return tfm_fail("model %s has neither src/tgt_in/tgt_out inputs (translation) nor "
+                    "tokens/targets (language model), the two tasks this binary runs",
+                    tfm_model.name);
   if (!logits || logits->rank < 1)
     return tfm_fail("model %s has no output 'logits' to decode from", tfm_model.name);
   t->model_vocab = logits->shape[logits->rank - 1];
@@ -107,13 +111,9 @@ static int task_shapes(Task *t) {
     t->tgt_len = (size_t)tgt->shape[1];
     return TFM_OK;
   }
-  if (tok && tok->rank == 2) {
-    t->rows = (size_t)tok->shape[0];
-    t->window = (size_t)tok->shape[1];
-    return TFM_OK;
-  }
-  return tfm_fail("model %s has neither src/tgt_in/tgt_out inputs (translation) nor "
-                  "tokens/targets (language model)", tfm_model.name);
+  t->rows = (size_t)tok->shape[0]; /* tokens [B, T], checked above */
+  t->window = (size_t)tok->shape[1];
+  return TFM_OK;
 }
 
 static const char *vocab_file(const Cli *c, const char *checkpoint, char *buf, size_t size) {
@@ -278,6 +278,8 @@ static int evaluate_after_training(void *ctx, tfm_graph *trained) {
 
 static int cmd_train(const char *prog, const Cli *c, tfm_pool *pool) {
   if (!c->data) return usage_error(prog, "%s", "train needs --data FILE");
+  if (!tfm_model.train)
+    return tfm_fail("model %s has no train block; it cannot be trained", tfm_model.name), fail(prog);
   Task t = {.seed = c->seed, .cli = c};
   if (task_shapes(&t) || task_open_train(&t, c)) return fail(prog);
   tfm_train_options o = {.model = &tfm_model, .steps = c->steps, .seed = c->seed,
