@@ -165,10 +165,13 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     int n = 0;
     for (int i = 0; i < 3 && ok; i++) {
       if (!graphs[i].module) continue;
+      double emit_start = now();
       if (!cpu_emit_object(graphs[i].module, graphs[i].object, err, sizeof err)) {
         diag_error_noloc("writing %s: %s", graphs[i].object, err);
         ok = 0;
       }
+      if (b->verbose)
+        fprintf(stderr, "tfmc: %s graph: machine code in %.2f s\n", graphs[i].name, now() - emit_start);
       objects[n++] = graphs[i].object;
     }
     if (ok) ok = b->shared ? link_library(objects, n, b->output) : link_executable(objects, n, b->output);
