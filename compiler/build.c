@@ -7,6 +7,7 @@
 #include <libgen.h>
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,34 +48,59 @@ typedef struct Compiled {
   KernelPlan *plan;
   CpuModule *module;
   char object[4200];
+  /* Inputs of compile_graph, which runs on a thread of its own: */
+  Graph *lowered;
+  const BuildOptions *options;
+  const ModelDescription *model; /* set for the graph that describes the model */
+  /* Its result: */
+  int ok;
+  char error[600];
+  double seconds, emit_seconds;
 } Compiled;
 
 static void compiled_free(Compiled *c) {
   if (c->object[0]) unlink(c->object);
+  graph_free(c->lowered);
   cpu_module_free(c->module);
   kernel_plan_free(c->plan);
   graph_free(c->graph);
 }
 
-/* Optimises, plans and compiles one graph (takes ownership of g). */
-static int compile_graph(Compiled *c, Graph *g, const BuildOptions *b, const char *dir) {
+/* Optimises, plans, compiles and writes the object of one graph (owns
+ * c->lowered). Runs on its own thread: errors go to c->error, not diag. */
+static void compile_graph(Compiled *c) {
   char err[512];
   double start = now();
-  c->graph = pass_standard(g, err, sizeof err);
-  graph_free(g);
-  if (!c->graph) return diag_error_noloc("internal error: %s graph: %s", c->name, err), 0;
-  c->plan = kernel_plan_build(c->graph, err, sizeof err);
-  if (!c->plan) return diag_error_noloc("internal error: planning the %s graph: %s", c->name, err), 0;
-  CpuOptions o = {.cpu = b->cpu, .prefix = c->prefix};
-  c->module = cpu_compile(c->plan, &o, err, sizeof err);
-  if (!c->module) return diag_error_noloc("code generation for the %s graph: %s", c->name, err), 0;
-  if (!describe_graph(c->module, c->plan, c->prefix, c->name, err, sizeof err))
-    return diag_error_noloc("internal error: %s", err), 0;
-  snprintf(c->object, sizeof c->object, "%s/%s.o", dir, c->prefix);
-  if (b->verbose)
-    fprintf(stderr, "tfmc: %s graph: %d nodes, %d kernels, %d functions, %.2f s\n", c->name,
-            graph_count(c->graph), c->plan->num_kernels, c->plan->num_functions, now() - start);
-  return 1;
+  const char *stage = "internal error: optimising";
+  c->graph = pass_standard(c->lowered, err, sizeof err);
+  graph_free(c->lowered);
+  c->lowered = NULL;
+  if (c->graph) {
+    stage = "internal error: planning";
+    c->plan = kernel_plan_build(c->graph, err, sizeof err);
+  }
+  if (c->plan) {
+    stage = "code generation for";
+    CpuOptions o = {.cpu = c->options->cpu, .prefix = c->prefix};
+    c->module = cpu_compile(c->plan, &o, err, sizeof err);
+  }
+  if (c->module) {
+    stage = "internal error: describing";
+    if (describe_graph(c->module, c->plan, c->prefix, c->name, err, sizeof err)) {
+      if (c->model) describe_model(c->module, c->model);
+      c->seconds = now() - start;
+      stage = "writing the object of";
+      double emit_start = now();
+      c->ok = cpu_emit_object(c->module, c->object, err, sizeof err);
+      c->emit_seconds = now() - emit_start;
+    }
+  }
+  if (!c->ok) snprintf(c->error, sizeof c->error, "%s the %s graph: %s", stage, c->name, err);
+}
+
+static void *compile_graphs(void *arg) {
+  for (Compiled **c = arg; *c; c++) compile_graph(*c);
+  return NULL;
 }
 
 static const char *value_text(const Value *v) {
@@ -134,55 +160,63 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     diag_error_noloc("cannot make a temporary folder for the objects");
     return 1;
   }
-  Compiled graphs[3] = {{.prefix = "tfm_init", .name = "init"},
-                        {.prefix = "tfm_train", .name = "train"},
-                        {.prefix = "tfm_forward", .name = "forward"}};
-  Graph *lowered[3] = {init, train, forward};
-  int ok = 1, count = 0;
-  for (int i = 0; i < 3 && ok; i++) {
-    if (!lowered[i]) continue;
-    ok = compile_graph(&graphs[i], lowered[i], b, dir);
-    lowered[i] = NULL;
-    count += ok;
+  Compiled graphs[3] = {{.prefix = "tfm_init", .name = "init", .lowered = init},
+                        {.prefix = "tfm_train", .name = "train", .lowered = train},
+                        {.prefix = "tfm_forward", .name = "forward", .lowered = forward}};
+  /* The config as text, for the binary's `info` and checkpoints. */
+  const char **keys = pool_alloc(sizeof(char *) * (size_t)(m->config.len + 1));
+  const char **values = pool_alloc(sizeof(char *) * (size_t)(m->config.len + 1));
+  for (int i = 0; i < m->config.len; i++) {
+    const ConfigEntry *e = m->config.items[i];
+    keys[i] = e->name;
+    values[i] = value_text(e->value);
   }
-  for (int i = 0; i < 3; i++) graph_free(lowered[i]);
-  if (ok) {
-    /* The config as text, for the binary's `info` and checkpoints. */
-    const char **keys = pool_alloc(sizeof(char *) * (size_t)(m->config.len + 1));
-    const char **values = pool_alloc(sizeof(char *) * (size_t)(m->config.len + 1));
-    for (int i = 0; i < m->config.len; i++) {
-      const ConfigEntry *e = m->config.items[i];
-      keys[i] = e->name;
-      values[i] = value_text(e->value);
+  const SourceFile *src = source_get(m->at.file);
+  ModelDescription d = {m->name, src ? src->path : "?", m->config.len, keys, values,
+                        init ? "tfm_init" : NULL, train ? "tfm_train" : NULL, "tfm_forward"};
+  graphs[2].model = &d;
+  for (int i = 0; i < 3; i++) {
+    graphs[i].options = b;
+    snprintf(graphs[i].object, sizeof graphs[i].object, "%s/%s.o", dir, graphs[i].prefix);
+  }
+  /* The train graph is the big one: it compiles on this thread while a
+   * second one does init and forward (each module has its own LLVM
+   * context). */
+  Compiled *side[3] = {NULL}, *main_work[2] = {NULL};
+  int ns = 0;
+  if (init) side[ns++] = &graphs[0];
+  side[ns++] = &graphs[2];
+  if (train) main_work[0] = &graphs[1];
+  pthread_t thread;
+  int threaded = cpu_initialize() && pthread_create(&thread, NULL, compile_graphs, side) == 0;
+  if (!threaded) compile_graphs(side);
+  compile_graphs(main_work);
+  if (threaded) pthread_join(thread, NULL);
+
+  int ok = 1, count = 0;
+  const char *objects[3];
+  for (int i = 0; i < 3; i++) {
+    if (!graphs[i].module && !graphs[i].error[0]) continue; /* no such graph */
+    if (!graphs[i].ok) {
+      diag_error_noloc("%s", graphs[i].error);
+      ok = 0;
+      continue;
     }
-    const SourceFile *src = source_get(m->at.file);
-    ModelDescription d = {m->name, src ? src->path : "?", m->config.len, keys, values,
-                          graphs[0].module ? "tfm_init" : NULL,
-                          graphs[1].module ? "tfm_train" : NULL, "tfm_forward"};
-    describe_model(graphs[2].module, &d);
-    char err[512];
-    const char *objects[3];
-    int n = 0;
-    for (int i = 0; i < 3 && ok; i++) {
-      if (!graphs[i].module) continue;
-      double emit_start = now();
-      if (!cpu_emit_object(graphs[i].module, graphs[i].object, err, sizeof err)) {
-        diag_error_noloc("writing %s: %s", graphs[i].object, err);
-        ok = 0;
-      }
-      if (b->verbose)
-        fprintf(stderr, "tfmc: %s graph: machine code in %.2f s\n", graphs[i].name, now() - emit_start);
-      objects[n++] = graphs[i].object;
-    }
-    if (ok) ok = b->shared ? link_library(objects, n, b->output) : link_executable(objects, n, b->output);
-    if (ok && b->shared) {
-      HeaderGraph hg[2];
-      int nh = 0;
-      for (int i = 1; i < 3; i++)
-        if (graphs[i].module) hg[nh++] = (HeaderGraph){graphs[i].name, graphs[i].prefix, graphs[i].plan};
-      HeaderModel hm = {m->name, d.source, nh, hg};
-      ok = build_write_header(b->header, &hm) == 0;
-    }
+    if (b->verbose)
+      fprintf(stderr, "tfmc: %s graph: %d nodes, %d kernels, %d functions, %.2f s + machine "
+              "code %.2f s\n", graphs[i].name, graph_count(graphs[i].graph),
+              graphs[i].plan->num_kernels, graphs[i].plan->num_functions, graphs[i].seconds,
+              graphs[i].emit_seconds);
+    objects[count++] = graphs[i].object;
+  }
+  if (ok) ok = b->shared ? link_library(objects, count, b->output) : link_executable(objects, count, b->output);
+  if (ok && b->shared) {
+    HeaderGraph hg[2];
+    int nh = 0;
+    for (int i = 1; i < 3; i++)
+      if (graphs[i].module) hg[nh++] = (HeaderGraph){graphs[i].name, graphs[i].prefix, graphs[i].plan};
+    HeaderModel hm = {m->name, d.source, nh, hg};
+    ok = build_write_header(b->header, &hm) == 0;
   }
   for (int i = 0; i < 3; i++) compiled_free(&graphs[i]);
   rmdir(dir);

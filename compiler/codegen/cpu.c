@@ -34,8 +34,12 @@ static bool fail_llvm(char *err, size_t size, const char *what, char *message) {
   return false;
 }
 
+bool cpu_initialize(void) {
+  return !LLVMInitializeNativeTarget() && !LLVMInitializeNativeAsmPrinter();
+}
+
 static LLVMTargetMachineRef create_machine(const char *cpu, char *err, size_t size) {
-  if (LLVMInitializeNativeTarget() || LLVMInitializeNativeAsmPrinter()) {
+  if (!cpu_initialize()) {
     errbuf_set(err, size, "LLVM has no native target");
     return NULL;
   }

@@ -29,7 +29,13 @@ typedef struct CpuModule CpuModule;
 struct LLVMOpaqueModule;
 struct LLVMOpaqueContext;
 
-/* Generates the module, verifies it and optimises it (default<O3>). */
+/* Registers LLVM's native target; false when it has none. cpu_compile does
+ * it too, but threads compiling modules at once must have it done first. */
+bool cpu_initialize(void);
+
+/* Generates the module, verifies it and optimises it (default<O3>). Modules
+ * may be compiled and emitted on several threads at once (each has its own
+ * LLVM context) once cpu_initialize has run. */
 CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *err,
                        size_t err_size);
 void cpu_module_free(CpuModule *module);
