@@ -155,9 +155,11 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   }
   Graph *init = m->params.len ? lower_init_graph(m, INIT_SEED) : NULL;
 
-  char dir[] = "/tmp/tfmc-build-XXXXXX";
+  const char *tmp = getenv("TMPDIR");
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s/tfmc-build-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(dir)) {
-    diag_error_noloc("cannot make a temporary folder for the objects");
+    diag_error_noloc("cannot make a temporary folder for the objects in %s", tmp && *tmp ? tmp : "/tmp");
     return 1;
   }
   Compiled graphs[3] = {{.prefix = "tfm_init", .name = "init", .lowered = init},

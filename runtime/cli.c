@@ -257,11 +257,6 @@ static int evaluate_translation(Task *t, tfm_graph *fwd, tfm_pool *pool, size_t 
 
 /* --- commands ------------------------------------------------------------------ */
 
-typedef struct AfterTraining {
-  Task *task;
-  tfm_pool *pool;
-} AfterTraining;
-
 static int evaluate_after_training(void *ctx, tfm_graph *trained) {
   Task *t = ctx;
   if (!t->translation || !t->test_pairs.count || !tfm_model.forward) return TFM_OK;
