@@ -470,7 +470,7 @@ KernelPlan *kernel_plan_build(const Graph *g, char *err, size_t err_size) {
     free_paths_after(&p, id);
   }
   ok = ok && list_kernels(&p) && list_buffers(plan) && list_args(plan) &&
-       kernel_signature_assign(plan) && kernel_memory_plan(plan);
+       kernel_inplace_plan(plan) && kernel_signature_assign(plan) && kernel_memory_plan(plan);
   planner_release(&p);
   if (!ok) {
     kernel_plan_free(plan);

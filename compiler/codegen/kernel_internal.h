@@ -38,6 +38,10 @@ bool kernel_index_outer_only(const KernelIndexMap *map, int outer_axes);
 /* Assigns Kernel.function by structural equality; false when out of memory. */
 bool kernel_signature_assign(KernelPlan *plan);
 
+/* Merges an output buffer with a dying input where a kernel may write in
+ * place (before the signature, which sees the merged argument lists). */
+bool kernel_inplace_plan(KernelPlan *plan);
+
 /* Sets each buffer's region and offset from the kernels' use of it. */
 bool kernel_memory_plan(KernelPlan *plan);
 

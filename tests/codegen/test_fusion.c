@@ -115,7 +115,75 @@ static void views_and_sharing(void) {
     h = graph_unary(g, GRAPH_OP_TANH, h);
   }
   graph_output(g, "y", h);
-  expect("three equal layers: six kernels, two functions", g, 6, 2, -1);
+  /* The first two bias kernels write over their dot's result; the last
+   * writes the output, so it is its own (out-of-place) function. */
+  expect("three equal layers: six kernels, three functions", g, 6, 3, -1);
+}
+
+/* The buffer of a node in a plan, or -1. */
+static int buffer_index(const Graph *g, GraphId node) {
+  KernelPlan *plan = plan_of(g);
+  int b = plan ? plan->buffer_of[node] : -1;
+  kernel_plan_free(plan);
+  return b;
+}
+
+static void in_place(void) {
+  int failures_before = cg_failures;
+  /* A chain after a dot: tanh(d) writes over d, which nothing reads later. */
+  Graph *g = graph_new();
+  GraphId a = graph_input(g, "a", GRAPH_F32, SHAPE(8, 16));
+  GraphId w = graph_param(g, "w", GRAPH_F32, SHAPE(16, 16));
+  GraphId d = graph_dot(g, a, w, false, false);
+  GraphId t = graph_unary(g, GRAPH_OP_TANH, d);
+  GraphId y = graph_dot(g, t, w, false, false);
+  graph_output(g, "y", y);
+  CG_CHECK(buffer_index(g, t) == buffer_index(g, d));
+  expect("tanh over a dying dot result: in place, one scratch buffer", g, 3, 2, 512);
+
+  /* A transpose reads other elements than it writes: never in place. */
+  g = graph_new();
+  a = graph_input(g, "a", GRAPH_F32, SHAPE(16, 16));
+  d = graph_dot(g, a, a, false, false);
+  int perm[GRAPH_MAX_RANK] = {1, 0};
+  t = graph_binary(g, GRAPH_OP_ADD, d, graph_permute(g, d, perm));
+  graph_output(g, "y", graph_dot(g, t, a, false, false));
+  CG_CHECK(buffer_index(g, t) != buffer_index(g, d));
+  expect("d + transpose(d): out of place", g, 3, 3, 2048);
+
+  /* A softmax row reads its row in the hoisted reductions first: in place. */
+  g = graph_new();
+  a = graph_input(g, "a", GRAPH_F32, SHAPE(8, 16));
+  d = graph_dot(g, a, graph_param(g, "w", GRAPH_F32, SHAPE(16, 16)), false, false);
+  t = softmax(g, d, 1);
+  graph_output(g, "y", graph_dot(g, t, graph_param(g, "v", GRAPH_F32, SHAPE(16, 16)), false,
+                                 false));
+  CG_CHECK(buffer_index(g, t) == buffer_index(g, d));
+  expect("softmax over a dying dot result: in place", g, 3, 2, 512);
+
+  /* The last row's value read by every row: not in place. */
+  g = graph_new();
+  a = graph_input(g, "a", GRAPH_F32, SHAPE(8, 16));
+  d = graph_dot(g, a, graph_param(g, "w", GRAPH_F32, SHAPE(16, 16)), false, false);
+  GraphId last = graph_slice(g, d, (int64_t[]){7, 0}, (int64_t[]){8, 16}, (int64_t[]){1, 1});
+  t = graph_binary(g, GRAPH_OP_MUL, d, bcast(g, graph_reshape(g, last, SHAPE(16)), SHAPE(8, 16)));
+  graph_output(g, "y", graph_dot(g, t, graph_param(g, "v", GRAPH_F32, SHAPE(16, 16)), false,
+                                 false));
+  CG_CHECK(buffer_index(g, t) != buffer_index(g, d));
+  expect("d * d[last row]: out of place", g, 3, 2, 1024);
+
+  /* An update written over its target: p' = p - 0.1 * grad, no copy-back. */
+  g = graph_new();
+  GraphId p = graph_param(g, "p", GRAPH_F32, SHAPE(4, 8));
+  GraphId grad = graph_input(g, "grad", GRAPH_F32, SHAPE(4, 8));
+  GraphId loss = graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_binary(g, GRAPH_OP_MUL, p, grad), 3);
+  graph_output(g, "loss", loss);
+  GraphId step = graph_binary(g, GRAPH_OP_MUL, graph_splat(g, GRAPH_F32, SHAPE(4, 8), 0.1), grad);
+  GraphId next = graph_binary(g, GRAPH_OP_SUB, p, step);
+  graph_update(g, p, next);
+  CG_CHECK(buffer_index(g, next) == buffer_index(g, p));
+  expect("update over its target", g, 2, 2, 0);
+  printf("%s  in-place buffers\n", cg_failures == failures_before ? "ok  " : "FAIL");
 }
 
 static void printing(void) {
@@ -155,6 +223,7 @@ int main(void) {
   softmax_rows();
   layernorm_rows();
   views_and_sharing();
+  in_place();
   printing();
   return cg_finish("codegen_fusion");
 }
