@@ -12,6 +12,7 @@
 #include "lower.h"
 #include "pass.h"
 #include "sema.h"
+#include "stats.h"
 
 static const char usage_text[] =
     "usage: tfmc COMMAND FILE.tfm [options]\n"
@@ -20,7 +21,8 @@ static const char usage_text[] =
     "  build FILE -o OUT  compile the model into an executable that trains and runs it\n"
     "                  (OUT --help lists its commands: train, eval, translate, generate)\n"
     "  check FILE      parse and check the model; print a one-screen summary\n"
-    "  stats FILE      parameters per layer and in total, with shapes\n"
+    "  stats FILE      parameters per layer and in total, with shapes; then per step of the\n"
+    "                  forward and training graphs: kernels, FLOPs and planned memory\n"
     "  emit ast FILE   print the checked syntax tree\n"
     "  emit graph FILE print the graph IR as text, one node per line (--train: the\n"
     "                  training graph: forward, backward and optimizer update)\n"
@@ -300,6 +302,8 @@ int main(int argc, char **argv) {
     print_summary(m);
   } else if (!strcmp(command, "stats")) {
     print_stats(m);
+    status = stats_print_graphs(&opt);
+    if (status) fprintf(stderr, "%d error%s\n", diag_error_count(), diag_error_count() == 1 ? "" : "s");
   } else if (g) {
     if (form == 1) graph_print(stdout, g);
     else if (form == 2) graph_print_dot(stdout, g);

@@ -110,6 +110,11 @@ const KernelBuffer *kernel_plan_buffer(const KernelPlan *plan, GraphId node);
  * fused nodes and buffers, then the buffers. */
 void kernel_plan_print(const KernelPlan *plan, FILE *out);
 
+/* Nominal cost of one kernel (kernel_cost.c): floating-point operations
+ * and the bytes of its argument buffers. */
+int64_t kernel_flops(const KernelPlan *plan, int kernel);
+int64_t kernel_bytes(const KernelPlan *plan, int kernel);
+
 /* Storage type of a dtype (bf16 is computed and stored as f32). */
 GraphDtype kernel_storage_dtype(GraphDtype dtype);
 int64_t kernel_storage_size(GraphDtype dtype);

@@ -1,7 +1,7 @@
 /* The memory plan: leaves and outputs get their own places in the
  * persistent region; every other buffer lives from the kernel that writes
  * it to the last kernel that reads it, and buffers whose lives do not
- * overlap share scratch space (first fit, largest first). */
+ * overlap share scratch space, placed largest first by first or best fit. */
 #include <stdlib.h>
 
 #include "kernel_internal.h"
@@ -45,8 +45,47 @@ static int lower_offset_first(const void *a, const void *b) {
   return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
+/* Where a buffer of `bytes` goes among the placed buffers that live at the
+ * same time (sorted by offset): the lowest gap that holds it (first fit) or
+ * the smallest (best fit); else after the last of them. */
+static int64_t fit(const KernelPlan *plan, const int *conflicts, int count, int64_t bytes,
+                   bool best_fit) {
+  int64_t end = 0, best = -1, best_size = 0;
+  for (int j = 0; j < count; j++) {
+    const KernelBuffer *c = &plan->buffers[conflicts[j]];
+    int64_t gap = c->offset - end;
+    if (gap >= bytes && (best < 0 || gap < best_size)) {
+      best = end;
+      best_size = gap;
+      if (!best_fit)
+        break;
+    }
+    if (c->offset + aligned(c->bytes) > end)
+      end = c->offset + aligned(c->bytes);
+  }
+  return best >= 0 ? best : end;
+}
+
 static bool overlap_in_time(const KernelBuffer *a, const KernelBuffer *b) {
   return a->first_kernel <= b->last_kernel && b->first_kernel <= a->last_kernel;
+}
+
+/* Places the scratch buffers `order` (largest first); returns the peak. */
+static int64_t place(KernelPlan *plan, const int *order, int num_scratch, int *conflicts,
+                     bool best_fit) {
+  int64_t peak = 0;
+  for (int i = 0; i < num_scratch; i++) {
+    KernelBuffer *b = &plan->buffers[order[i]];
+    int count = 0;
+    for (int j = 0; j < i; j++)
+      if (overlap_in_time(b, &plan->buffers[order[j]]))
+        conflicts[count++] = order[j];
+    qsort(conflicts, (size_t)count, sizeof(int), lower_offset_first);
+    b->offset = fit(plan, conflicts, count, aligned(b->bytes), best_fit);
+    if (b->offset + aligned(b->bytes) > peak)
+      peak = b->offset + aligned(b->bytes);
+  }
+  return peak;
 }
 
 bool kernel_memory_plan(KernelPlan *plan) {
@@ -59,7 +98,7 @@ bool kernel_memory_plan(KernelPlan *plan) {
     free(conflicts);
     return false;
   }
-  plan->persistent_bytes = plan->scratch_bytes = 0;
+  plan->persistent_bytes = 0;
   for (int i = 0; i < n; i++) {
     KernelBuffer *b = &plan->buffers[i];
     if (b->region == KERNEL_PERSISTENT) {
@@ -71,25 +110,12 @@ bool kernel_memory_plan(KernelPlan *plan) {
   }
   sorting_plan = plan;
   qsort(order, (size_t)num_scratch, sizeof(int), larger_first);
-  for (int i = 0; i < num_scratch; i++) {
-    KernelBuffer *b = &plan->buffers[order[i]];
-    int count = 0;
-    for (int j = 0; j < i; j++)
-      if (overlap_in_time(b, &plan->buffers[order[j]]))
-        conflicts[count++] = order[j];
-    qsort(conflicts, (size_t)count, sizeof(int), lower_offset_first);
-    int64_t offset = 0;
-    for (int j = 0; j < count; j++) {
-      const KernelBuffer *c = &plan->buffers[conflicts[j]];
-      if (offset + b->bytes <= c->offset)
-        break;
-      if (c->offset + aligned(c->bytes) > offset)
-        offset = c->offset + aligned(c->bytes);
-    }
-    b->offset = offset;
-    if (offset + aligned(b->bytes) > plan->scratch_bytes)
-      plan->scratch_bytes = offset + aligned(b->bytes);
-  }
+  /* Neither heuristic wins everywhere (best fit keeps large gaps for large
+   * buffers, first fit packs low): both are cheap, the lower peak is kept. */
+  int64_t best_fit_peak = place(plan, order, num_scratch, conflicts, true);
+  plan->scratch_bytes = place(plan, order, num_scratch, conflicts, false);
+  if (best_fit_peak < plan->scratch_bytes)
+    plan->scratch_bytes = place(plan, order, num_scratch, conflicts, true);
   free(order);
   free(conflicts);
   return true;

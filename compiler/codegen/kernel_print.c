@@ -18,13 +18,17 @@ static bool is_hoisted(const Kernel *k, GraphId id) {
 
 void kernel_plan_print(const KernelPlan *plan, FILE *out) {
   const Graph *g = plan->graph;
-  fprintf(out, "# %d kernels, %d functions, %lld persistent + %lld scratch bytes\n",
+  int64_t flops = 0;
+  for (int ki = 0; ki < plan->num_kernels; ki++)
+    flops += kernel_flops(plan, ki);
+  fprintf(out, "# %d kernels, %d functions, %lld persistent + %lld scratch bytes, %lld flops\n",
           plan->num_kernels, plan->num_functions, (long long)plan->persistent_bytes,
-          (long long)plan->scratch_bytes);
+          (long long)plan->scratch_bytes, (long long)flops);
   for (int ki = 0; ki < plan->num_kernels; ki++) {
     const Kernel *k = &plan->kernels[ki];
-    fprintf(out, "kernel %d fn %d %s rows=%lld outer=%d:", ki, k->function, kind_name(k->kind),
-            (long long)k->rows, k->outer_axes);
+    fprintf(out, "kernel %d fn %d %s rows=%lld outer=%d flops=%lld bytes=%lld:", ki, k->function,
+            kind_name(k->kind), (long long)k->rows, k->outer_axes,
+            (long long)kernel_flops(plan, ki), (long long)kernel_bytes(plan, ki));
     for (int i = 0; i < k->num_nodes; i++)
       fprintf(out, " %s%s%%%d", is_hoisted(k, k->nodes[i]) ? "^" : "",
               graph_op_name(graph_node(g, k->nodes[i])->op), k->nodes[i]);
