@@ -106,6 +106,12 @@ size_t tfm_pool_threads(const tfm_pool *pool);
  * calling thread. */
 int tfm_parallel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx);
 
+/* A 64-byte-aligned block of at least `bytes` that belongs to the calling
+ * thread and lives as long as it (generated GEMMs pack operands into it);
+ * reused by later calls on the same thread. Out of memory ends the process
+ * with a message: generated code has no way to report it. */
+void *tfm_thread_scratch(size_t bytes);
+
 /* --- arena ---------------------------------------------------------------- */
 
 #define TFM_ARENA_ALIGN 64

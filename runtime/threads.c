@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -162,4 +163,28 @@ int tfm_parallel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx) {
   pthread_mutex_unlock(&pool->lock);
   pthread_mutex_unlock(&pool->call_lock);
   return TFM_OK;
+}
+
+/* The scratch block of each thread: a thread-local pointer for the fast
+ * path, and a key whose destructor frees it when the thread ends. */
+static _Thread_local void *scratch;
+static _Thread_local size_t scratch_bytes;
+static pthread_key_t scratch_key;
+static pthread_once_t scratch_once = PTHREAD_ONCE_INIT;
+
+static void make_scratch_key(void) { pthread_key_create(&scratch_key, free); }
+
+void *tfm_thread_scratch(size_t bytes) {
+  if (bytes <= scratch_bytes) return scratch;
+  pthread_once(&scratch_once, make_scratch_key);
+  free(scratch);
+  size_t rounded = (bytes + TFM_ARENA_ALIGN - 1) / TFM_ARENA_ALIGN * TFM_ARENA_ALIGN;
+  scratch = aligned_alloc(TFM_ARENA_ALIGN, rounded);
+  if (!scratch) {
+    fprintf(stderr, "tfm: out of memory: %zu bytes of thread scratch\n", rounded);
+    abort();
+  }
+  scratch_bytes = rounded;
+  pthread_setspecific(scratch_key, scratch);
+  return scratch;
 }

@@ -65,6 +65,25 @@ static LLVMTargetMachineRef create_machine(const char *cpu, char *err, size_t si
   return machine;
 }
 
+/* Whether the target has AVX-512: the host's features for "native"; for a
+ * named CPU LLVM's C API cannot say, so a list of LLVM 14's AVX-512 CPUs. */
+static int vector_bits(const char *cpu) {
+  if (!cpu || strcmp(cpu, "native") == 0) {
+    char *features = LLVMGetHostCPUFeatures();
+    bool avx512 = features && strstr(features, "+avx512f");
+    LLVMDisposeMessage(features);
+    return avx512 ? 512 : 256;
+  }
+  static const char *const avx512_cpus[] = {
+      "x86-64-v4",      "knl",           "knm",       "skylake-avx512", "skx",
+      "cascadelake",    "cooperlake",    "cannonlake", "icelake-client", "icelake-server",
+      "rocketlake",     "tigerlake",     "sapphirerapids", "znver4"};
+  for (size_t i = 0; i < sizeof avx512_cpus / sizeof *avx512_cpus; i++)
+    if (strcmp(cpu, avx512_cpus[i]) == 0)
+      return 512;
+  return 256;
+}
+
 static void init_types(CpuGen *gen) {
   LLVMContextRef c = gen->context;
   gen->i1 = LLVMInt1TypeInContext(c);
@@ -124,7 +143,8 @@ CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *
                 .module = m->module,
                 .plan = plan,
                 .graph = plan->graph,
-                .prefix = prefix};
+                .prefix = prefix,
+                .vector_bits = vector_bits(options ? options->cpu : NULL)};
   gen.builder = LLVMCreateBuilderInContext(m->context);
   init_types(&gen);
   bool ok = generate(&gen);

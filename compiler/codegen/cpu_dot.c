@@ -1,11 +1,8 @@
-/* Contraction and scatter kernels over materialised operands. Both keep the
- * evaluator's order of accumulation (k ascending for dot, index order for
- * scatter_add), so compiled and reference results round the same way. */
+/* Contraction and scatter kernels over materialised operands. A dot kernel
+ * is a thin call into the module's shape-generic GEMM (cpu_gemm.c), which
+ * keeps the evaluator's order of accumulation (k ascending); scatter_add
+ * sums in index order. */
 #include "cpu_internal.h"
-
-/* Columns of C per tile: a tile of B (k x TILE) stays in cache while the
- * rows of the range pass over it. */
-#define DOT_TILE 256
 
 typedef struct DotShape {
   int64_t m, n, k;
@@ -38,66 +35,66 @@ static LLVMValueRef load(CpuGen *gen, LLVMTypeRef t, LLVMValueRef base, LLVMValu
   return LLVMBuildLoad2(gen->builder, t, cpu_element(gen, t, base, i), "");
 }
 
-/* Rows of the range are (batch, i) pairs of C. */
+static LLVMValueRef select_i64(CpuGen *gen, LLVMIntPredicate p, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef bl = gen->builder;
+  return LLVMBuildSelect(bl, LLVMBuildICmp(bl, p, a, b, ""), a, b, "");
+}
+
+/* Rows of the range are (batch, i) pairs of C: the range splits batches and
+ * rows of C, never k, so the threads' share changes no result. Each batch
+ * the range touches is one GEMM call over its rows [i0, i1). */
 void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel) {
   LLVMBuilderRef b = gen->builder;
   const GraphNode *n = graph_node(gen->graph, kernel->root);
   DotShape s = dot_shape(gen, n);
   LLVMTypeRef t = cpu_type(gen, n->dtype);
+  LLVMValueRef gemm = cpu_gemm_function(gen, t, s.ta, s.tb);
   LLVMValueRef fn = cpu_kernel_function(gen, function);
   LLVMValueRef args = LLVMGetParam(fn, 0);
+  LLVMValueRef begin = LLVMGetParam(fn, 1), end = LLVMGetParam(fn, 2);
   LLVMValueRef c = cpu_kernel_arg(gen, args, 0, t);
   /* Arguments are distinct buffers: a dot of x with itself has one input. */
   LLVMValueRef a = cpu_kernel_arg(gen, args, 1, t);
   LLVMValueRef bm = cpu_kernel_arg(gen, args, kernel->num_args > 2 ? 2 : 1, t);
-  CpuLoop tile, row, p, j;
-  int64_t tile_width = s.tb ? s.n : DOT_TILE;
-  cpu_loop_begin(gen, &tile, cpu_i64(gen, 0), cpu_i64(gen, (s.n + tile_width - 1) / tile_width));
-  LLVMValueRef j0 = mul(gen, tile.index, tile_width);
-  LLVMValueRef j1 = add(gen, j0, cpu_i64(gen, tile_width));
-  j1 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, j1, cpu_i64(gen, s.n), ""), j1,
-                       cpu_i64(gen, s.n), "");
-  cpu_loop_begin(gen, &row, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
-  LLVMValueRef batch = LLVMBuildUDiv(b, row.index, cpu_i64(gen, s.m), "");
-  LLVMValueRef i = LLVMBuildURem(b, row.index, cpu_i64(gen, s.m), "");
-  LLVMValueRef a_base = s.a_batched ? mul(gen, batch, s.m * s.k) : cpu_i64(gen, 0);
-  LLVMValueRef b_base = s.b_batched ? mul(gen, batch, s.k * s.n) : cpu_i64(gen, 0);
-  LLVMValueRef c_row = mul(gen, row.index, s.n);
-  if (s.tb) {
-    /* C[i, j] = sum_p A[i, p] B[j, p]: a dot product over contiguous rows. */
-    cpu_loop_begin(gen, &j, j0, j1);
-    LLVMValueRef acc = cpu_entry_alloca(gen, t, "acc");
-    LLVMBuildStore(b, LLVMConstReal(t, 0.0), acc);
-    cpu_loop_begin(gen, &p, cpu_i64(gen, 0), cpu_i64(gen, s.k));
-    LLVMValueRef ai = s.ta ? add(gen, a_base, add(gen, mul(gen, p.index, s.m), i))
-                           : add(gen, a_base, add(gen, mul(gen, i, s.k), p.index));
-    LLVMValueRef bi = add(gen, b_base, add(gen, mul(gen, j.index, s.k), p.index));
-    LLVMValueRef prod = LLVMBuildFMul(b, load(gen, t, a, ai), load(gen, t, bm, bi), "");
-    LLVMBuildStore(b, LLVMBuildFAdd(b, LLVMBuildLoad2(b, t, acc, ""), prod, ""), acc);
-    cpu_loop_end(gen, &p);
-    LLVMBuildStore(b, LLVMBuildLoad2(b, t, acc, ""),
-                   cpu_element(gen, t, c, add(gen, c_row, j.index)));
-    cpu_loop_end(gen, &j);
-  } else {
-    /* C[i, j0:j1] += A[i, p] B[p, j0:j1] for p ascending: the inner loop
-     * runs along contiguous rows of B and C and vectorises. */
-    cpu_loop_begin(gen, &j, j0, j1);
-    LLVMBuildStore(b, LLVMConstReal(t, 0.0), cpu_element(gen, t, c, add(gen, c_row, j.index)));
-    cpu_loop_end(gen, &j);
-    cpu_loop_begin(gen, &p, cpu_i64(gen, 0), cpu_i64(gen, s.k));
-    LLVMValueRef ai = s.ta ? add(gen, a_base, add(gen, mul(gen, p.index, s.m), i))
-                           : add(gen, a_base, add(gen, mul(gen, i, s.k), p.index));
-    LLVMValueRef av = load(gen, t, a, ai);
-    LLVMValueRef b_row = add(gen, b_base, mul(gen, p.index, s.n));
-    cpu_loop_begin(gen, &j, j0, j1);
-    LLVMValueRef ci = cpu_element(gen, t, c, add(gen, c_row, j.index));
-    LLVMValueRef prod = LLVMBuildFMul(b, av, load(gen, t, bm, add(gen, b_row, j.index)), "");
-    LLVMBuildStore(b, LLVMBuildFAdd(b, LLVMBuildLoad2(b, t, ci, ""), prod, ""), ci);
-    cpu_loop_end(gen, &j);
-    cpu_loop_end(gen, &p);
+  if (!s.ta && !s.b_batched) {
+    /* One B for every batch and A's rows in order: the batches' rows are
+     * the rows of one [batch * m, k] matrix, so the range is one call. */
+    LLVMValueRef call[9] = {cpu_element(gen, t, c, mul(gen, begin, s.n)),
+                            cpu_element(gen, t, a, mul(gen, begin, s.k)),
+                            bm,
+                            LLVMBuildSub(b, end, begin, ""),
+                            cpu_i64(gen, s.n),
+                            cpu_i64(gen, s.k),
+                            cpu_i64(gen, s.k),
+                            cpu_i64(gen, s.tb ? s.k : s.n),
+                            cpu_i64(gen, s.n)};
+    LLVMBuildCall2(b, LLVMGlobalGetValueType(gemm), gemm, call, 9, "");
+    LLVMBuildRetVoid(b);
+    return;
   }
-  cpu_loop_end(gen, &row);
-  cpu_loop_end(gen, &tile);
+  LLVMValueRef m = cpu_i64(gen, s.m);
+  LLVMValueRef first = LLVMBuildUDiv(b, begin, m, "");
+  LLVMValueRef last = LLVMBuildUDiv(b, add(gen, end, cpu_i64(gen, s.m - 1)), m, "");
+  CpuLoop batch;
+  cpu_loop_begin(gen, &batch, first, last);
+  LLVMValueRef row0 = mul(gen, batch.index, s.m);
+  LLVMValueRef i0 = select_i64(gen, LLVMIntSGT, LLVMBuildSub(b, begin, row0, ""), cpu_i64(gen, 0));
+  LLVMValueRef i1 = select_i64(gen, LLVMIntSLT, LLVMBuildSub(b, end, row0, ""), m);
+  LLVMValueRef a_at = s.ta ? i0 : mul(gen, i0, s.k);
+  if (s.a_batched)
+    a_at = add(gen, a_at, mul(gen, batch.index, s.m * s.k));
+  LLVMValueRef b_at = s.b_batched ? mul(gen, batch.index, s.k * s.n) : cpu_i64(gen, 0);
+  LLVMValueRef call[9] = {cpu_element(gen, t, c, mul(gen, add(gen, row0, i0), s.n)),
+                          cpu_element(gen, t, a, a_at),
+                          cpu_element(gen, t, bm, b_at),
+                          LLVMBuildSub(b, i1, i0, ""),
+                          cpu_i64(gen, s.n),
+                          cpu_i64(gen, s.k),
+                          cpu_i64(gen, s.ta ? s.m : s.k),
+                          cpu_i64(gen, s.tb ? s.k : s.n),
+                          cpu_i64(gen, s.n)};
+  LLVMBuildCall2(b, LLVMGlobalGetValueType(gemm), gemm, call, 9, "");
+  cpu_loop_end(gen, &batch);
   LLVMBuildRetVoid(b);
 }
 

@@ -18,6 +18,8 @@ typedef struct CpuGen {
   LLVMTypeRef range_fn;        /* void (i8*, i64, i64), as tfm_range_fn */
   LLVMValueRef *functions;     /* one per plan function */
   LLVMValueRef *constant_data; /* per node: global of a non-splat constant */
+  int vector_bits;             /* of the target's widest float vectors: 512 or 256 */
+  LLVMValueRef gemm[2][2][2];  /* [f64][ta][tb]: the module's GEMM functions, made on use */
 } CpuGen;
 
 /* A counted loop [begin, end) whose counter lives in an alloca (mem2reg
@@ -54,6 +56,11 @@ LLVMValueRef cpu_kernel_function(CpuGen *gen, int function);
 /* Element `index` (i64) of random node `node`: Philox 4x32-10 as philox.c. */
 LLVMValueRef cpu_philox_uniform(CpuGen *gen, const GraphNode *node, LLVMValueRef offset,
                                 LLVMValueRef index);
+
+/* The module's GEMM for element type t (f32 or f64) and the transpose
+ * flags, emitted on first use: void (T *c, T *a, T *b, i64 m, i64 n, i64 k,
+ * i64 lda, i64 ldb, i64 ldc) computing c = op(a) op(b), row-major. */
+LLVMValueRef cpu_gemm_function(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb);
 
 void cpu_emit_loop_kernel(CpuGen *gen, int function, const Kernel *kernel);
 void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);

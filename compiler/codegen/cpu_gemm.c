@@ -1,0 +1,322 @@
+/* The generated GEMM: C = op(A) op(B) for one matrix, shape-generic (m, n,
+ * k and the leading dimensions are arguments), so a module has one function
+ * per (dtype, transpose_a, transpose_b) and every dot kernel calls it.
+ *
+ * Goto/BLIS structure: the columns of C go in NC-wide panels, k in KC-long
+ * blocks, the rows in MC-tall blocks; the operands' blocks are packed into
+ * thread scratch (the runtime's tfm_thread_scratch) as MR-row slivers of A
+ * and NR-column slivers of B, zero-padded, so one register-blocked
+ * micro-kernel computes every MR x NR tile of C with vector loads of B and
+ * broadcasts of A. Edge tiles run through a small MR x NR tile on the stack.
+ *
+ * Each element of C is summed in k ascending order, as the evaluator does:
+ * the micro-kernel starts the first k block from zero and every later one
+ * from C itself, and products are rounded before they are added (no fused
+ * multiply-add), so results are the evaluator's bit for bit: the per-element
+ * checks of tests/codegen compare near-zero sums to 1e-8, which fused
+ * rounding fails. Nothing splits k, so the result does not depend on how the
+ * rows are shared among threads. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+
+/* The register tile and the cache blocks for a vector width. */
+typedef struct GemmGeometry {
+  int lanes;      /* elements per vector */
+  int mr, nv;     /* tile: mr rows x nv vectors (nr = nv * lanes columns) */
+  int64_t mc, kc, nc;
+} GemmGeometry;
+
+static unsigned element_bytes(const CpuGen *gen, LLVMTypeRef t) { return t == gen->f64 ? 8 : 4; }
+
+static GemmGeometry geometry(const CpuGen *gen, LLVMTypeRef t) {
+  int bytes = (int)element_bytes(gen, t);
+  GemmGeometry g;
+  if (gen->vector_bits >= 512) {
+    /* 32 registers: 12 x 2 accumulators, two of B and a broadcast. */
+    g = (GemmGeometry){.lanes = 64 / bytes, .mr = 12, .nv = 2, .mc = 144, .kc = 256, .nc = 1024};
+  } else {
+    /* 16 registers: 6 x 2 accumulators, two of B and a broadcast. */
+    g = (GemmGeometry){.lanes = 32 / bytes, .mr = 6, .nv = 2, .mc = 144, .kc = 256, .nc = 1024};
+  }
+  return g;
+}
+
+static LLVMValueRef add(CpuGen *gen, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildAdd(gen->builder, a, b, "");
+}
+
+static LLVMValueRef mul(CpuGen *gen, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildMul(gen->builder, a, b, "");
+}
+
+static LLVMValueRef min64(CpuGen *gen, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef bl = gen->builder;
+  return LLVMBuildSelect(bl, LLVMBuildICmp(bl, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
+/* A counted loop begin, begin + step, ... < end. */
+static void step_loop_begin(CpuGen *gen, CpuLoop *loop, LLVMValueRef end, int64_t step) {
+  LLVMValueRef count = LLVMBuildSDiv(gen->builder, add(gen, end, cpu_i64(gen, step - 1)),
+                                     cpu_i64(gen, step), "");
+  cpu_loop_begin(gen, loop, cpu_i64(gen, 0), count);
+  loop->index = mul(gen, loop->index, cpu_i64(gen, step));
+}
+
+static void step_loop_end(CpuGen *gen, CpuLoop *loop) {
+  /* cpu_loop_end adds 1 to the index it holds: give it the counter back. */
+  loop->index = LLVMBuildLoad2(gen->builder, gen->i64, loop->counter, "");
+  cpu_loop_end(gen, loop);
+}
+
+static LLVMValueRef load_at(CpuGen *gen, LLVMTypeRef t, LLVMValueRef base, LLVMValueRef i) {
+  return LLVMBuildLoad2(gen->builder, t, cpu_element(gen, t, base, i), "");
+}
+
+static LLVMValueRef internal_function(CpuGen *gen, const char *name, LLVMTypeRef *params,
+                                      int num_params) {
+  LLVMValueRef fn = LLVMAddFunction(
+      gen->module, name, LLVMFunctionType(gen->void_type, params, (unsigned)num_params, false));
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  const char *attributes[2] = {"noinline", "nounwind"};
+  for (int i = 0; i < 2; i++) {
+    unsigned kind = LLVMGetEnumAttributeKindForName(attributes[i], strlen(attributes[i]));
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateEnumAttribute(gen->context, kind, 0));
+  }
+  LLVMPositionBuilderAtEnd(gen->builder, LLVMAppendBasicBlockInContext(gen->context, fn, "entry"));
+  return fn;
+}
+
+/* void micro(i64 kc, T *a, T *b, T *c, i64 ldc, i1 accumulate):
+ * c[r * ldc + j] = (accumulate ? c : 0) + sum_p a[p * mr + r] b[p * nr + j]
+ * over the full mr x nr tile. */
+static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeometry *g,
+                                      const char *name) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef tp = LLVMPointerType(t, 0);
+  LLVMTypeRef vt = LLVMVectorType(t, (unsigned)g->lanes);
+  LLVMTypeRef vp = LLVMPointerType(vt, 0);
+  LLVMTypeRef params[6] = {gen->i64, tp, tp, tp, gen->i64, gen->i1};
+  LLVMValueRef fn = internal_function(gen, name, params, 6);
+  LLVMValueRef kc = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bp = LLVMGetParam(fn, 2);
+  LLVMValueRef c = LLVMGetParam(fn, 3), ldc = LLVMGetParam(fn, 4);
+  int mr = g->mr, nv = g->nv, nr = nv * g->lanes;
+  LLVMValueRef acc[16][4];
+  for (int r = 0; r < mr; r++)
+    for (int v = 0; v < nv; v++)
+      acc[r][v] = cpu_entry_alloca(gen, vt, "acc");
+  LLVMBasicBlockRef from_c = LLVMAppendBasicBlockInContext(gen->context, fn, "from_c");
+  LLVMBasicBlockRef from_zero = LLVMAppendBasicBlockInContext(gen->context, fn, "from_zero");
+  LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(gen->context, fn, "start");
+  LLVMBuildCondBr(b, LLVMGetParam(fn, 5), from_c, from_zero);
+  LLVMPositionBuilderAtEnd(b, from_c);
+  for (int r = 0; r < mr; r++)
+    for (int v = 0; v < nv; v++) {
+      LLVMValueRef at = add(gen, mul(gen, cpu_i64(gen, r), ldc), cpu_i64(gen, v * g->lanes));
+      LLVMValueRef p = LLVMBuildBitCast(b, cpu_element(gen, t, c, at), vp, "");
+      LLVMValueRef x = LLVMBuildLoad2(b, vt, p, "");
+      LLVMSetAlignment(x, element_bytes(gen, t));
+      LLVMBuildStore(b, x, acc[r][v]);
+    }
+  LLVMBuildBr(b, start);
+  LLVMPositionBuilderAtEnd(b, from_zero);
+  for (int r = 0; r < mr; r++)
+    for (int v = 0; v < nv; v++)
+      LLVMBuildStore(b, LLVMConstNull(vt), acc[r][v]);
+  LLVMBuildBr(b, start);
+  LLVMPositionBuilderAtEnd(b, start);
+  unsigned align = element_bytes(gen, t);
+  CpuLoop p;
+  cpu_loop_begin(gen, &p, cpu_i64(gen, 0), kc);
+  LLVMValueRef bv[4];
+  for (int v = 0; v < nv; v++) {
+    LLVMValueRef at = add(gen, mul(gen, p.index, cpu_i64(gen, nr)), cpu_i64(gen, v * g->lanes));
+    LLVMValueRef x = LLVMBuildLoad2(b, vt, LLVMBuildBitCast(b, cpu_element(gen, t, bp, at), vp, ""), "");
+    LLVMSetAlignment(x, align);
+    bv[v] = x;
+  }
+  for (int r = 0; r < mr; r++) {
+    LLVMValueRef s = load_at(gen, t, a, add(gen, mul(gen, p.index, cpu_i64(gen, mr)), cpu_i64(gen, r)));
+    LLVMValueRef splat = LLVMBuildInsertElement(b, LLVMGetUndef(vt), s, cpu_i32(gen, 0), "");
+    splat = LLVMBuildShuffleVector(b, splat, LLVMGetUndef(vt),
+                                   LLVMConstNull(LLVMVectorType(gen->i32, (unsigned)g->lanes)), "");
+    for (int v = 0; v < nv; v++) {
+      LLVMValueRef product = LLVMBuildFMul(b, splat, bv[v], "");
+      LLVMBuildStore(b, LLVMBuildFAdd(b, LLVMBuildLoad2(b, vt, acc[r][v], ""), product, ""),
+                     acc[r][v]);
+    }
+  }
+  cpu_loop_end(gen, &p);
+  for (int r = 0; r < mr; r++)
+    for (int v = 0; v < nv; v++) {
+      LLVMValueRef at = add(gen, mul(gen, cpu_i64(gen, r), ldc), cpu_i64(gen, v * g->lanes));
+      LLVMValueRef s = LLVMBuildStore(b, LLVMBuildLoad2(b, vt, acc[r][v], ""),
+                                      LLVMBuildBitCast(b, cpu_element(gen, t, c, at), vp, ""));
+      LLVMSetAlignment(s, align);
+    }
+  LLVMBuildRetVoid(b);
+  return fn;
+}
+
+/* Packs slivers of width w: dst[s*len*w + p*w + q] = src[p*sp + (s*w + q)*sq]
+ * for s*w + q < count (p < len), zero beyond. `q_contiguous` says which
+ * stride is 1, so the inner loop reads memory in order. */
+static void emit_pack(CpuGen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef src,
+                      LLVMValueRef len, LLVMValueRef count, LLVMValueRef sp, LLVMValueRef sq,
+                      int w, bool q_contiguous) {
+  LLVMValueRef W = cpu_i64(gen, w);
+  CpuLoop s, p, q;
+  step_loop_begin(gen, &s, count, w);
+  LLVMValueRef valid = min64(gen, W, LLVMBuildSub(gen->builder, count, s.index, ""));
+  LLVMValueRef out = cpu_element(gen, t, dst, mul(gen, s.index, len));
+  LLVMValueRef in = cpu_element(gen, t, src, mul(gen, s.index, sq));
+  if (q_contiguous) {
+    cpu_loop_begin(gen, &p, cpu_i64(gen, 0), len);
+    cpu_loop_begin(gen, &q, cpu_i64(gen, 0), valid);
+    LLVMValueRef x = load_at(gen, t, in, add(gen, mul(gen, p.index, sp), q.index));
+    LLVMBuildStore(gen->builder, x, cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
+    cpu_loop_end(gen, &q);
+    cpu_loop_end(gen, &p);
+  } else {
+    cpu_loop_begin(gen, &q, cpu_i64(gen, 0), valid);
+    cpu_loop_begin(gen, &p, cpu_i64(gen, 0), len);
+    LLVMValueRef x = load_at(gen, t, in, add(gen, mul(gen, q.index, sq), p.index));
+    LLVMBuildStore(gen->builder, x, cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
+    cpu_loop_end(gen, &p);
+    cpu_loop_end(gen, &q);
+  }
+  /* The padding of the last sliver. */
+  cpu_loop_begin(gen, &p, cpu_i64(gen, 0), len);
+  cpu_loop_begin(gen, &q, valid, W);
+  LLVMBuildStore(gen->builder, LLVMConstNull(t),
+                 cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
+  cpu_loop_end(gen, &q);
+  cpu_loop_end(gen, &p);
+  step_loop_end(gen, &s);
+}
+
+/* Copies a rows x cols block between two row-major layouts. */
+static void emit_copy_block(CpuGen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef ldd,
+                            LLVMValueRef src, LLVMValueRef lds, LLVMValueRef rows,
+                            LLVMValueRef cols) {
+  CpuLoop r, j;
+  cpu_loop_begin(gen, &r, cpu_i64(gen, 0), rows);
+  cpu_loop_begin(gen, &j, cpu_i64(gen, 0), cols);
+  LLVMValueRef x = load_at(gen, t, src, add(gen, mul(gen, r.index, lds), j.index));
+  LLVMBuildStore(gen->builder, x, cpu_element(gen, t, dst, add(gen, mul(gen, r.index, ldd), j.index)));
+  cpu_loop_end(gen, &j);
+  cpu_loop_end(gen, &r);
+}
+
+static LLVMValueRef declare_scratch(CpuGen *gen) {
+  const char *name = "tfm_thread_scratch";
+  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
+  if (!fn) {
+    LLVMTypeRef params[1] = {gen->i64};
+    fn = LLVMAddFunction(gen->module, name, LLVMFunctionType(gen->ptr, params, 1, false));
+  }
+  return fn;
+}
+
+/* void gemm(T *c, T *a, T *b, i64 m, i64 n, i64 k, i64 lda, i64 ldb, i64 ldc):
+ * c[i*ldc + j] = sum_p A(i, p) B(p, j), A(i, p) = a[ta ? p*lda + i : i*lda + p],
+ * B(p, j) = b[tb ? j*ldb + p : p*ldb + j]. */
+static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
+  GemmGeometry g = geometry(gen, t);
+  int64_t nr = (int64_t)g.nv * g.lanes;
+  const char *dt = t == gen->f64 ? "f64" : "f32";
+  char name[64];
+  snprintf(name, sizeof name, "tfm_gemm_micro_%s", dt);
+  LLVMValueRef micro = LLVMGetNamedFunction(gen->module, name);
+  if (!micro)
+    micro = emit_micro_kernel(gen, t, &g, name);
+  LLVMTypeRef micro_type = LLVMGlobalGetValueType(micro);
+
+  LLVMTypeRef tp = LLVMPointerType(t, 0);
+  LLVMTypeRef params[9] = {tp, tp, tp, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64};
+  snprintf(name, sizeof name, "tfm_gemm_%s_%c%c", dt, ta ? 't' : 'n', tb ? 't' : 'n');
+  LLVMValueRef fn = internal_function(gen, name, params, 9);
+  LLVMValueRef c = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bm = LLVMGetParam(fn, 2);
+  LLVMValueRef m = LLVMGetParam(fn, 3), n = LLVMGetParam(fn, 4), k = LLVMGetParam(fn, 5);
+  LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);
+  LLVMValueRef one = cpu_i64(gen, 1);
+
+  int64_t size = element_bytes(gen, t);
+  LLVMValueRef scratch_fn = declare_scratch(gen);
+  LLVMValueRef bytes = cpu_i64(gen, (g.mc * g.kc + g.kc * g.nc) * size);
+  LLVMValueRef scratch = LLVMBuildCall2(b, LLVMGlobalGetValueType(scratch_fn), scratch_fn, &bytes,
+                                        1, "scratch");
+  LLVMValueRef apack = LLVMBuildBitCast(b, scratch, tp, "");
+  LLVMValueRef bpack = cpu_element(gen, t, apack, cpu_i64(gen, g.mc * g.kc));
+  LLVMValueRef tile = cpu_entry_alloca(gen, LLVMArrayType(t, (unsigned)(g.mr * nr)), "tile");
+  tile = LLVMBuildBitCast(b, tile, tp, "");
+
+  CpuLoop jc, pc, ic, jr, ir;
+  step_loop_begin(gen, &jc, n, g.nc);
+  LLVMValueRef nc = min64(gen, cpu_i64(gen, g.nc), LLVMBuildSub(b, n, jc.index, ""));
+  /* At least one k block, so that k = 0 stores zeros. */
+  LLVMValueRef kb_end = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, k, cpu_i64(gen, 0), ""), k,
+                                        one, "");
+  step_loop_begin(gen, &pc, kb_end, g.kc);
+  LLVMValueRef kc = min64(gen, cpu_i64(gen, g.kc), LLVMBuildSub(b, k, pc.index, ""));
+  kc = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, kc, cpu_i64(gen, 0), ""), kc,
+                       cpu_i64(gen, 0), "");
+  LLVMValueRef accumulate = LLVMBuildICmp(b, LLVMIntSGT, pc.index, cpu_i64(gen, 0), "");
+  /* B block (pc.., jc..): B(p, j) at p*sp + j*sq. */
+  LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
+  LLVMValueRef bsrc = cpu_element(gen, t, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
+  emit_pack(gen, t, bpack, bsrc, kc, nc, bsp, bsq, (int)nr, !tb);
+  step_loop_begin(gen, &ic, m, g.mc);
+  LLVMValueRef mc = min64(gen, cpu_i64(gen, g.mc), LLVMBuildSub(b, m, ic.index, ""));
+  /* A block (ic.., pc..): A(i, p) at p*sp + i*sq. */
+  LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
+  LLVMValueRef asrc = cpu_element(gen, t, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
+  emit_pack(gen, t, apack, asrc, kc, mc, asp, asq, g.mr, ta);
+  step_loop_begin(gen, &jr, nc, nr);
+  LLVMValueRef cols = min64(gen, cpu_i64(gen, nr), LLVMBuildSub(b, nc, jr.index, ""));
+  LLVMValueRef bsliver = cpu_element(gen, t, bpack, mul(gen, jr.index, kc));
+  step_loop_begin(gen, &ir, mc, g.mr);
+  LLVMValueRef rows = min64(gen, cpu_i64(gen, g.mr), LLVMBuildSub(b, mc, ir.index, ""));
+  LLVMValueRef asliver = cpu_element(gen, t, apack, mul(gen, ir.index, kc));
+  LLVMValueRef ct = cpu_element(
+      gen, t, c, add(gen, mul(gen, add(gen, ic.index, ir.index), ldc), add(gen, jc.index, jr.index)));
+  LLVMValueRef full = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, rows, cpu_i64(gen, g.mr), ""),
+                                   LLVMBuildICmp(b, LLVMIntEQ, cols, cpu_i64(gen, nr), ""), "");
+  LLVMBasicBlockRef direct = LLVMAppendBasicBlockInContext(gen->context, fn, "full_tile");
+  LLVMBasicBlockRef edge = LLVMAppendBasicBlockInContext(gen->context, fn, "edge_tile");
+  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next_tile");
+  LLVMBuildCondBr(b, full, direct, edge);
+  LLVMPositionBuilderAtEnd(b, direct);
+  LLVMValueRef call[6] = {kc, asliver, bsliver, ct, ldc, accumulate};
+  LLVMBuildCall2(b, micro_type, micro, call, 6, "");
+  LLVMBuildBr(b, next);
+  LLVMPositionBuilderAtEnd(b, edge);
+  LLVMValueRef NR = cpu_i64(gen, nr);
+  emit_copy_block(gen, t, tile, NR, ct, ldc, rows, cols);
+  LLVMValueRef edge_call[6] = {kc, asliver, bsliver, tile, NR, accumulate};
+  LLVMBuildCall2(b, micro_type, micro, edge_call, 6, "");
+  emit_copy_block(gen, t, ct, ldc, tile, NR, rows, cols);
+  LLVMBuildBr(b, next);
+  LLVMPositionBuilderAtEnd(b, next);
+  step_loop_end(gen, &ir);
+  step_loop_end(gen, &jr);
+  step_loop_end(gen, &ic);
+  step_loop_end(gen, &pc);
+  step_loop_end(gen, &jc);
+  LLVMBuildRetVoid(b);
+  if (saved)
+    LLVMPositionBuilderAtEnd(b, saved);
+  return fn;
+}
+
+LLVMValueRef cpu_gemm_function(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
+  int d = t == gen->f64 ? 1 : 0;
+  LLVMValueRef *slot = &gen->gemm[d][ta][tb];
+  if (!*slot)
+    *slot = emit_gemm(gen, t, ta, tb);
+  return *slot;
+}

@@ -1,0 +1,103 @@
+/* The generated GEMM (compiler/codegen/cpu_gemm.c) against the evaluator:
+ * every transpose combination on odd sizes (edge tiles in m and n, k = 1,
+ * k past one k block, m past one row block, n past one column panel),
+ * batched and broadcast operands, f64, each with the AVX-512 geometry
+ * (native here), the AVX2 one (x86-64-v3), with and without the thread pool.
+ * The GEMM sums k ascending and rounds every product as the evaluator does,
+ * so the results must be equal, not just close. */
+#include <stdio.h>
+
+#include "harness.h"
+
+#define SHAPE(...) ((GraphShape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
+
+typedef struct Size {
+  int64_t m, n, k;
+} Size;
+
+static const Size sizes[] = {
+    {1, 1, 1},    {3, 17, 1},  {17, 63, 65}, {65, 129, 3}, {129, 65, 300},
+    {63, 3, 129}, {150, 33, 17}, {5, 1030, 7}, {12, 32, 256}, {24, 64, 513},
+};
+
+/* A [m, k] operand, or [k, m] when transposed. */
+static GraphShape operand(int64_t rows, int64_t cols, bool transposed) {
+  return transposed ? SHAPE(cols, rows) : SHAPE(rows, cols);
+}
+
+static void run_modes(const char *name, Graph *g, GraphDtype precision) {
+  EvalValues *ref = cg_reference(g, precision, 7);
+  char label[96];
+  snprintf(label, sizeof label, "%s native", name);
+  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 0});
+  snprintf(label, sizeof label, "%s serial", name);
+  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 0, .serial = true});
+  snprintf(label, sizeof label, "%s x86-64-v3", name);
+  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 0, .cpu = "x86-64-v3"});
+  eval_free(ref);
+  graph_free(g);
+}
+
+static void transposes(bool ta, bool tb) {
+  Graph *g = graph_new();
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+    Size s = sizes[i];
+    char a_name[32], b_name[32], c_name[32];
+    snprintf(a_name, sizeof a_name, "a%zu", i);
+    snprintf(b_name, sizeof b_name, "b%zu", i);
+    snprintf(c_name, sizeof c_name, "c%zu_%lldx%lldx%lld", i, (long long)s.m, (long long)s.n,
+             (long long)s.k);
+    GraphId a = graph_input(g, a_name, GRAPH_F32, operand(s.m, s.k, ta));
+    GraphId b = graph_input(g, b_name, GRAPH_F32, operand(s.k, s.n, tb));
+    graph_output(g, c_name, graph_dot(g, a, b, ta, tb));
+  }
+  char name[32];
+  snprintf(name, sizeof name, "gemm %s%s", ta ? "t" : "n", tb ? "t" : "n");
+  run_modes(name, g, GRAPH_F32);
+}
+
+/* Batches: both operands batched, and either one shared by every batch
+ * (rank 2), in the shapes of attention (6 batches of 17 x 9, transposed). */
+static void batched(void) {
+  Graph *g = graph_new();
+  GraphId q = graph_input(g, "q", GRAPH_F32, SHAPE(6, 17, 9));
+  GraphId k = graph_input(g, "k", GRAPH_F32, SHAPE(6, 17, 9));
+  GraphId v = graph_input(g, "v", GRAPH_F32, SHAPE(6, 17, 9));
+  GraphId w = graph_input(g, "w", GRAPH_F32, SHAPE(9, 33));
+  GraphId x = graph_input(g, "x", GRAPH_F32, SHAPE(13, 17));
+  GraphId scores = graph_dot(g, q, k, false, true);
+  graph_output(g, "scores", scores);
+  graph_output(g, "context", graph_dot(g, scores, v, false, false));
+  graph_output(g, "grad_v", graph_dot(g, scores, q, true, false));
+  graph_output(g, "shared_b", graph_dot(g, v, w, false, false));
+  graph_output(g, "shared_a", graph_dot(g, x, k, false, false));
+  graph_output(g, "shared_a_tb",
+               graph_dot(g, graph_input(g, "y", GRAPH_F32, SHAPE(13, 9)), k, false, true));
+  graph_output(g, "batch4", graph_dot(g, graph_input(g, "p", GRAPH_F32, SHAPE(2, 3, 5, 70)),
+                                      graph_input(g, "r", GRAPH_F32, SHAPE(2, 3, 70, 40)), false,
+                                      false));
+  run_modes("gemm batched", g, GRAPH_F32);
+}
+
+static void f64(void) {
+  Graph *g = graph_new();
+  for (int t = 0; t < 4; t++) {
+    bool ta = t & 1, tb = t & 2;
+    char name[16];
+    snprintf(name, sizeof name, "a%d", t);
+    GraphId a = graph_input(g, name, GRAPH_F64, operand(19, 37, ta));
+    snprintf(name, sizeof name, "b%d", t);
+    GraphId b = graph_input(g, name, GRAPH_F64, operand(37, 21, tb));
+    snprintf(name, sizeof name, "c%d", t);
+    graph_output(g, name, graph_dot(g, a, b, ta, tb));
+  }
+  run_modes("gemm f64", g, GRAPH_F64);
+}
+
+int main(void) {
+  for (int t = 0; t < 4; t++)
+    transposes(t & 1, t & 2);
+  batched();
+  f64();
+  return cg_finish("codegen_gemm");
+}
