@@ -65,7 +65,7 @@ static LLVMTargetMachineRef create_machine(const char *cpu, char *err, size_t si
   return machine;
 }
 
-static void init_types(CpuGen *gen) {
+void cpu_init_types(CpuGen *gen) {
   LLVMContextRef c = gen->context;
   gen->i1 = LLVMInt1TypeInContext(c);
   gen->i8 = LLVMInt8TypeInContext(c);
@@ -86,6 +86,10 @@ static bool generate(CpuGen *gen) {
   gen->constant_data = calloc((size_t)(count + 1), sizeof(LLVMValueRef));
   if (!gen->functions || !gen->constant_data)
     return false;
+  if (gen->gpu_ptx) { /* the host side of a CUDA build: no kernels here */
+    gpu_emit_host_entry(gen, gen->gpu_ptx);
+    return true;
+  }
   for (int f = 0; f < plan->num_functions; f++) {
     const Kernel *k = &plan->kernels[plan->function_kernel[f]];
     if (k->kind == KERNEL_DOT)
@@ -124,9 +128,10 @@ CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *
                 .module = m->module,
                 .plan = plan,
                 .graph = plan->graph,
-                .prefix = prefix};
+                .prefix = prefix,
+                .gpu_ptx = options ? options->gpu_ptx : NULL};
   gen.builder = LLVMCreateBuilderInContext(m->context);
-  init_types(&gen);
+  cpu_init_types(&gen);
   bool ok = generate(&gen);
   LLVMDisposeBuilder(gen.builder);
   free(gen.functions);

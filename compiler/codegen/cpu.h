@@ -23,6 +23,9 @@
 typedef struct CpuOptions {
   const char *cpu;    /* "native" (the default when NULL) or an LLVM CPU such as "x86-64-v3" */
   const char *prefix; /* symbol prefix; "tfm_model" when NULL */
+  /* When set, the module is the host side of a CUDA build (gpu_host.c):
+   * P_run launches the plan's kernels from this PTX through the runtime. */
+  const char *gpu_ptx;
 } CpuOptions;
 
 typedef struct CpuModule CpuModule;

@@ -18,6 +18,7 @@ typedef struct CpuGen {
   LLVMTypeRef range_fn;        /* void (i8*, i64, i64), as tfm_range_fn */
   LLVMValueRef *functions;     /* one per plan function */
   LLVMValueRef *constant_data; /* per node: global of a non-splat constant */
+  const char *gpu_ptx;         /* CpuOptions.gpu_ptx */
 } CpuGen;
 
 /* A counted loop [begin, end) whose counter lives in an alloca (mem2reg
@@ -59,5 +60,12 @@ void cpu_emit_loop_kernel(CpuGen *gen, int function, const Kernel *kernel);
 void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);
 void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel);
 void cpu_emit_entry(CpuGen *gen);
+/* The parts of cpu_emit_entry that a CUDA host module shares. */
+void cpu_emit_update(CpuGen *gen);
+void cpu_emit_size(CpuGen *gen, const char *suffix, int64_t bytes);
+/* Fills the type fields of gen from gen->context. */
+void cpu_init_types(CpuGen *gen);
+/* gpu_host.c: P_run, P_update and the sizes of a CUDA build's host module. */
+void gpu_emit_host_entry(CpuGen *gen, const char *ptx);
 
 #endif
