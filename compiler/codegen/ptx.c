@@ -49,11 +49,48 @@ void ptx_entry_name(const char *prefix, int function, char *name, size_t size) {
   snprintf(name, size, "%s_k%d", prefix ? prefix : "tfm_model", function);
 }
 
+/* The root axes one thread's work spans the rest of. The CPU keeps a loop
+ * kernel's last axis as its inner loop (for vectors); on the GPU a kernel
+ * without hoisted reductions takes every axis from the thread index instead,
+ * so neighbouring threads write neighbouring elements (coalesced) and there
+ * are numel threads, not numel / last dimension. A kernel with a hoisted
+ * row reduction keeps one row a thread. */
+static int thread_axes(const KernelPlan *plan, const Kernel *k) {
+  if (k->kind == KERNEL_LOOP && k->num_hoisted == 0)
+    return graph_node(plan->graph, k->root)->shape.rank;
+  return k->outer_axes;
+}
+
 int64_t ptx_work_items(const KernelPlan *plan, int kernel) {
   const Kernel *k = &plan->kernels[kernel];
+  const GraphShape *s = &graph_node(plan->graph, k->root)->shape;
   if (k->kind == KERNEL_DOT)
-    return graph_shape_numel(&graph_node(plan->graph, k->root)->shape);
-  return k->rows;
+    return graph_shape_numel(s);
+  if (k->kind == KERNEL_SCATTER)
+    return k->rows;
+  int64_t items = 1;
+  for (int a = 0; a < thread_axes(plan, k); a++)
+    items *= s->dims[a];
+  return items;
+}
+
+/* The plan as the GPU runs it (see thread_axes); shares all but the kernels. */
+static KernelPlan *gpu_plan(const KernelPlan *plan) {
+  KernelPlan *copy = malloc(sizeof *copy);
+  Kernel *kernels = malloc(sizeof *kernels * (size_t)(plan->num_kernels + 1));
+  if (!copy || !kernels) {
+    free(copy);
+    free(kernels);
+    return NULL;
+  }
+  *copy = *plan;
+  for (int i = 0; i < plan->num_kernels; i++) {
+    kernels[i] = plan->kernels[i];
+    kernels[i].outer_axes = thread_axes(plan, &plan->kernels[i]);
+    kernels[i].rows = ptx_work_items(plan, i);
+  }
+  copy->kernels = kernels;
+  return copy;
 }
 
 static bool fail_llvm(char *err, size_t size, const char *what, char *message) {
@@ -263,7 +300,8 @@ static char *print_ptx(LLVMTargetMachineRef machine, LLVMModuleRef module, char 
   return text;
 }
 
-char *ptx_compile(const KernelPlan *plan, const PtxOptions *options, char *err, size_t err_size) {
+char *ptx_compile(const KernelPlan *cpu_plan, const PtxOptions *options, char *err,
+                  size_t err_size) {
   const Arch *arch = find_arch(options ? options->arch : NULL);
   if (!arch) {
     errbuf_set(err, err_size, "unknown GPU architecture '%s' (sm_80, sm_90)", options->arch);
@@ -272,6 +310,12 @@ char *ptx_compile(const KernelPlan *plan, const PtxOptions *options, char *err, 
   LLVMTargetMachineRef machine = create_machine(arch, err, err_size);
   if (!machine)
     return NULL;
+  KernelPlan *plan = gpu_plan(cpu_plan);
+  if (!plan) {
+    LLVMDisposeTargetMachine(machine);
+    errbuf_set(err, err_size, "out of memory");
+    return NULL;
+  }
   const char *prefix = options && options->prefix ? options->prefix : "tfm_model";
   LLVMContextRef context = LLVMContextCreate();
   LLVMModuleRef module = LLVMModuleCreateWithNameInContext(prefix, context);
@@ -316,5 +360,7 @@ char *ptx_compile(const KernelPlan *plan, const PtxOptions *options, char *err, 
   LLVMDisposeModule(module);
   LLVMContextDispose(context);
   LLVMDisposeTargetMachine(machine);
+  free(plan->kernels);
+  free(plan);
   return text;
 }

@@ -4,9 +4,9 @@
  * Every distinct kernel function of the plan becomes one PTX entry named
  * P_kF (P the prefix, F the plan function) whose parameters are the
  * kernel's buffer pointers (output first) followed by an i64 count of work
- * items. One thread computes one work item (ptx_work_items): a row of a
- * loop kernel's outer axes, a column of a scatter, an element of a dot's
- * output. Loop and scatter kernels are the CPU backend's own functions
+ * items. One thread computes one work item (ptx_work_items): an element
+ * of a loop kernel's output (a row when it hoists a reduction, as softmax
+ * and layernorm do), a column of a scatter, an element of a dot's output. Loop and scatter kernels are the CPU backend's own functions
  * (cpu_loop.c, cpu_dot.c's scatter), called by the entry with the range
  * [item, item + 1) and inlined, so both targets compute every node with
  * the same code. Math functions come from CUDA's libdevice. */
