@@ -92,7 +92,9 @@ static bool generate(CpuGen *gen) {
   }
   for (int f = 0; f < plan->num_functions; f++) {
     const Kernel *k = &plan->kernels[plan->function_kernel[f]];
-    if (k->kind == KERNEL_DOT)
+    if (k->kind == KERNEL_DOT && gen->gpu_threads)
+      ptx_emit_dot_kernel(gen, f, k);
+    else if (k->kind == KERNEL_DOT)
       cpu_emit_dot_kernel(gen, f, k);
     else if (k->kind == KERNEL_SCATTER)
       cpu_emit_scatter_kernel(gen, f, k);
@@ -129,7 +131,8 @@ CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *
                 .plan = plan,
                 .graph = plan->graph,
                 .prefix = prefix,
-                .gpu_ptx = options ? options->gpu_ptx : NULL};
+                .gpu_ptx = options ? options->gpu_ptx : NULL,
+                .gpu_threads = options && options->gpu_threads};
   gen.builder = LLVMCreateBuilderInContext(m->context);
   cpu_init_types(&gen);
   bool ok = generate(&gen);

@@ -19,6 +19,7 @@ typedef struct CpuGen {
   LLVMValueRef *functions;     /* one per plan function */
   LLVMValueRef *constant_data; /* per node: global of a non-splat constant */
   const char *gpu_ptx;         /* CpuOptions.gpu_ptx */
+  bool gpu_threads;            /* CpuOptions.gpu_threads */
 } CpuGen;
 
 /* A counted loop [begin, end) whose counter lives in an alloca (mem2reg
@@ -67,5 +68,7 @@ void cpu_emit_size(CpuGen *gen, const char *suffix, int64_t bytes);
 void cpu_init_types(CpuGen *gen);
 /* gpu_host.c: P_run, P_update and the sizes of a CUDA build's host module. */
 void gpu_emit_host_entry(CpuGen *gen, const char *ptx);
+/* ptx_dot.c: a dot as a range over elements of C (one GPU thread each). */
+void ptx_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);
 
 #endif

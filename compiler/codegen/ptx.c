@@ -74,8 +74,7 @@ int64_t ptx_work_items(const KernelPlan *plan, int kernel) {
   return items;
 }
 
-/* The plan as the GPU runs it (see thread_axes); shares all but the kernels. */
-static KernelPlan *gpu_plan(const KernelPlan *plan) {
+KernelPlan *ptx_thread_plan(const KernelPlan *plan) {
   KernelPlan *copy = malloc(sizeof *copy);
   Kernel *kernels = malloc(sizeof *kernels * (size_t)(plan->num_kernels + 1));
   if (!copy || !kernels) {
@@ -300,6 +299,12 @@ static char *print_ptx(LLVMTargetMachineRef machine, LLVMModuleRef module, char 
   return text;
 }
 
+void ptx_thread_plan_free(KernelPlan *plan) {
+  if (plan)
+    free(plan->kernels);
+  free(plan);
+}
+
 char *ptx_compile(const KernelPlan *cpu_plan, const PtxOptions *options, char *err,
                   size_t err_size) {
   const Arch *arch = find_arch(options ? options->arch : NULL);
@@ -310,7 +315,7 @@ char *ptx_compile(const KernelPlan *cpu_plan, const PtxOptions *options, char *e
   LLVMTargetMachineRef machine = create_machine(arch, err, err_size);
   if (!machine)
     return NULL;
-  KernelPlan *plan = gpu_plan(cpu_plan);
+  KernelPlan *plan = ptx_thread_plan(cpu_plan);
   if (!plan) {
     LLVMDisposeTargetMachine(machine);
     errbuf_set(err, err_size, "out of memory");
@@ -360,7 +365,6 @@ char *ptx_compile(const KernelPlan *cpu_plan, const PtxOptions *options, char *e
   LLVMDisposeModule(module);
   LLVMContextDispose(context);
   LLVMDisposeTargetMachine(machine);
-  free(plan->kernels);
-  free(plan);
+  ptx_thread_plan_free(plan);
   return text;
 }

@@ -35,6 +35,14 @@ char *ptx_compile(const KernelPlan *plan, const PtxOptions *options, char *err, 
 /* The work items (threads) of a launch of kernel `kernel` of the plan. */
 int64_t ptx_work_items(const KernelPlan *plan, int kernel);
 
+/* The plan as the GPU runs it: the same buffers and functions, each
+ * kernel's outer axes and rows being what one thread and the launch cover.
+ * Shares everything but its kernels with `plan`; free it with
+ * ptx_thread_plan_free. Compiled for the CPU with CpuOptions.gpu_threads,
+ * it runs the GPU's kernels on the CPU (the codegen_gpuplan tests). */
+KernelPlan *ptx_thread_plan(const KernelPlan *plan);
+void ptx_thread_plan_free(KernelPlan *plan);
+
 /* The PTX entry name of plan function `function`. */
 void ptx_entry_name(const char *prefix, int function, char *name, size_t size);
 

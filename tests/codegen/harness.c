@@ -66,11 +66,17 @@ static char work_dir[128];
  * and runs its kernels on the GPU (tests/gpu/run.sh); "ptxas" assembles
  * its PTX for sm_80 and sm_90 with ptxas -v, requires no spills, and runs
  * only the evaluator (no device needed). */
-typedef enum { TARGET_CPU, TARGET_CUDA, TARGET_PTXAS } Target;
+/* "gpu-plan" runs the GPU's kernels on the CPU: the plan as GPU threads
+ * split it (ptx_thread_plan) and the GPU's dot kernels, compiled natively,
+ * compared with the evaluator (no device needed). */
+typedef enum { TARGET_CPU, TARGET_CUDA, TARGET_PTXAS, TARGET_GPU_PLAN } Target;
 
 static Target target(void) {
   const char *t = getenv("TFM_CG_TARGET");
-  return !t || !strcmp(t, "cpu") ? TARGET_CPU : !strcmp(t, "cuda") ? TARGET_CUDA : TARGET_PTXAS;
+  return !t || !strcmp(t, "cpu") ? TARGET_CPU
+         : !strcmp(t, "cuda")    ? TARGET_CUDA
+         : !strcmp(t, "gpu-plan") ? TARGET_GPU_PLAN
+                                  : TARGET_PTXAS;
 }
 
 bool cg_ptxas_available(void) {
@@ -115,7 +121,8 @@ static bool load(const char *name, const KernelPlan *plan, const char *cpu, Load
     fprintf(stderr, "%s: %s\n", name, err);
     return false;
   }
-  CpuOptions options = {.cpu = cpu, .prefix = "model", .gpu_ptx = ptx};
+  CpuOptions options = {.cpu = cpu, .prefix = "model", .gpu_ptx = ptx,
+                        .gpu_threads = target() == TARGET_GPU_PLAN};
   CpuModule *m = cpu_compile(plan, &options, err, sizeof err);
   free(ptx);
   if (!m) {
@@ -223,6 +230,7 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
   tfm_arena arena = {0};
   tfm_pool *pool = NULL;
   double worst = 0;
+  KernelPlan *threads = NULL; /* TARGET_GPU_PLAN */
   bool run_compiled = target() != TARGET_PTXAS;
   if (!run_compiled) {
     /* The evaluator still runs, so callers see the values they expect. */
@@ -236,7 +244,10 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
       }
     goto done;
   }
-  if (!CG_CHECK(plan != NULL) || !CG_CHECK(load(name, plan, options->cpu, &loaded)) ||
+  if (plan && target() == TARGET_GPU_PLAN)
+    threads = ptx_thread_plan(plan);
+  if (!CG_CHECK(plan != NULL) ||
+      !CG_CHECK(load(name, threads ? threads : plan, options->cpu, &loaded)) ||
       !CG_CHECK(tfm_arena_create(&arena, (size_t)plan->persistent_bytes,
                                  (size_t)plan->scratch_bytes) == TFM_OK) ||
       !CG_CHECK(options->serial || tfm_pool_create(&pool, 2) == TFM_OK))
@@ -272,6 +283,7 @@ done:
     tfm_pool_destroy(pool);
   tfm_arena_destroy(&arena);
   unload(&loaded);
+  ptx_thread_plan_free(threads);
   kernel_plan_free(plan);
   bool ok = cg_failures == failures_before;
   if (!run_compiled)
