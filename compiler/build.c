@@ -22,6 +22,7 @@
 #include "link.h"
 #include "lower.h"
 #include "pass.h"
+#include "ptx.h"
 
 #ifndef TFM_RUNTIME_LIB
 #define TFM_RUNTIME_LIB "libtfmrt.a"
@@ -81,8 +82,18 @@ static void compile_graph(Compiled *c) {
   }
   if (c->plan) {
     stage = "code generation for";
-    CpuOptions o = {.cpu = c->options->cpu, .prefix = c->prefix};
-    c->module = cpu_compile(c->plan, &o, err, sizeof err);
+    char *ptx = NULL;
+    /* --target cuda: the kernels become PTX, the host module launches them. */
+    if (c->options->cuda) {
+      stage = "PTX generation for";
+      PtxOptions po = {.arch = c->options->gpu_arch, .prefix = c->prefix};
+      ptx = ptx_compile(c->plan, &po, err, sizeof err);
+    }
+    if (ptx || !c->options->cuda) {
+      CpuOptions o = {.cpu = c->options->cpu, .prefix = c->prefix, .gpu_ptx = ptx};
+      c->module = cpu_compile(c->plan, &o, err, sizeof err);
+    }
+    free(ptx);
   }
   if (c->module) {
     stage = "internal error: describing";

@@ -9,6 +9,8 @@ typedef struct BuildOptions {
   int verbose;          /* report the time taken */
   int shared;           /* a shared library with the runtime inside, and a C header */
   const char *header;   /* with shared: where the header goes */
+  int cuda;             /* --target cuda: kernels as PTX, launched through the CUDA driver */
+  const char *gpu_arch; /* with cuda: "sm_80" (NULL) or "sm_90" */
 } BuildOptions;
 
 /* 0 on success; errors are reported through diag. */

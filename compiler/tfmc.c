@@ -11,6 +11,8 @@
 #include "kernel.h"
 #include "lower.h"
 #include "pass.h"
+#include "ptx.h"
+#include "ptx_report.h"
 #include "sema.h"
 #include "stats.h"
 
@@ -30,19 +32,24 @@ static const char usage_text[] =
     "  emit kernels FILE  the kernels of that graph: fused nodes, buffers, offsets\n"
     "  emit llvm FILE  the optimised LLVM IR of those kernels (--cpu as for build)\n"
     "  emit asm FILE   their assembly\n"
+    "  emit ptx FILE   the PTX of those kernels for NVIDIA GPUs (--gpu-arch)\n"
     "\n"
     "options:\n"
     "  -D NAME=VALUE   override a config value (repeatable; -DNAME=VALUE works too)\n"
     "  --variant NAME  apply a named variant block before the -D overrides\n"
     "  -I DIR          also look for imports in DIR (after the file's own folder)\n"
-    "  --train         emit graph|dot|kernels|llvm|asm: the training graph instead\n"
+    "  --train         emit graph|dot|kernels|llvm|asm|ptx: the training graph instead\n"
     "                  of the forward one\n"
-    "  --no-opt        emit graph|dot|kernels|llvm|asm: the graph as lowered, before\n"
+    "  --no-opt        emit graph|dot|kernels|llvm|asm|ptx: the graph as lowered, before\n"
     "                  folding, simplification, CSE and dead-code elimination\n"
     "  -o FILE         build: the executable to write\n"
     "  --cpu CPU       build, emit llvm|asm: native (default: this machine's CPU) or\n"
     "                  an LLVM CPU name such as x86-64-v3 for a portable binary\n"
     "  -v              build: report the time taken\n"
+    "  --target T      build, emit kernels: cpu (default) or cuda (NVIDIA GPUs: PTX\n"
+    "                  kernels launched through the CUDA driver, loaded at run time;\n"
+    "                  emit kernels adds each kernel's registers and spills)\n"
+    "  --gpu-arch A    build --target cuda, emit ptx|kernels: sm_80 (default) or sm_90\n"
     "  --shared        build: a shared library (the runtime inside) plus a C header\n"
     "                  for embedding, instead of an executable\n"
     "  --header FILE   build --shared: the header's path (default: OUT with .h\n"
@@ -175,7 +182,7 @@ static int known_cpu(const char *cpu) {
 }
 
 /* emit kernels | llvm | asm: the graph planned into kernels and compiled. */
-static int emit_code(const Graph *g, int form, const char *cpu) {
+static int emit_code(const Graph *g, int form, const char *cpu, const BuildOptions *build) {
   char err[512];
   KernelPlan *plan = kernel_plan_build(g, err, sizeof err);
   if (!plan) {
@@ -185,6 +192,13 @@ static int emit_code(const Graph *g, int form, const char *cpu) {
   int status = 0;
   if (form == 3) {
     kernel_plan_print(plan, stdout);
+    if (build->cuda && ptx_report_resources(plan, build->gpu_arch, stdout, err, sizeof err))
+      fprintf(stderr, "tfmc: %s\n", err), status = 1;
+  } else if (form == 6) {
+    char *ptx = ptx_compile(plan, &(PtxOptions){.arch = build->gpu_arch}, err, sizeof err);
+    if (ptx) fputs(ptx, stdout);
+    else fprintf(stderr, "tfmc: PTX generation: %s\n", err), status = 1;
+    free(ptx);
   } else {
     CpuOptions o = {.cpu = cpu};
     CpuModule *m = cpu_compile(plan, &o, err, sizeof err);
@@ -224,6 +238,17 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--header")) {
       if (i + 1 >= argc) return usage_error("%s needs an argument", a);
       build.header = argv[++i];
+    } else if (!strcmp(a, "--target") || !strcmp(a, "--gpu-arch")) {
+      if (i + 1 >= argc) return usage_error("%s needs an argument", a);
+      const char *v = argv[++i];
+      if (a[2] == 'g') {
+        if (!ptx_arch_known(v)) return usage_error("--gpu-arch: unknown '%s' (sm_80, sm_90)", v);
+        build.gpu_arch = v;
+      } else if (!strcmp(v, "cuda") || !strcmp(v, "cpu")) {
+        build.cuda = v[1] == 'u';
+      } else {
+        return usage_error("--target: unknown '%s' (cpu, cuda)", v);
+      }
     } else if (!strcmp(a, "-o") || !strcmp(a, "--cpu")) {
       if (i + 1 >= argc) return usage_error("%s needs an argument", a);
       if (a[1] == 'o') build.output = argv[++i];
@@ -252,16 +277,16 @@ int main(int argc, char **argv) {
   if (strcmp(command, "check") && strcmp(command, "stats") && strcmp(command, "emit") &&
       strcmp(command, "build"))
     return usage_error("unknown command '%s' (commands: build, check, stats, emit)", command);
-  static const char *const forms[] = {"ast", "graph", "dot", "kernels", "llvm", "asm"};
+  static const char *const forms[] = {"ast", "graph", "dot", "kernels", "llvm", "asm", "ptx"};
   int form = -1;
-  for (int i = 0; what && i < 6; i++)
+  for (int i = 0; what && i < 7; i++)
     if (!strcmp(what, forms[i])) form = i;
   if (!strcmp(command, "emit") && form < 0)
-    return usage_error("emit: unknown form '%s' (forms: ast, graph, dot, kernels, llvm, asm)",
+    return usage_error("emit: unknown form '%s' (forms: ast, graph, dot, kernels, llvm, asm, ptx)",
                        what ? what : "");
   int graph_form = !strcmp(command, "emit") && strcmp(what, "ast");
   if ((train || !optimize) && !graph_form)
-    return usage_error("%s", "--train and --no-opt go with emit graph, dot, kernels, llvm or asm");
+    return usage_error("%s", "--train and --no-opt go with emit graph, dot, kernels, llvm, asm or ptx");
   if (!known_cpu(build.cpu))
     return usage_error("--cpu: unknown CPU '%s' (native, x86-64, x86-64-v2, x86-64-v3, "
                        "x86-64-v4, haswell, skylake, skylake-avx512, icelake-server, "
@@ -307,7 +332,7 @@ int main(int argc, char **argv) {
   } else if (g) {
     if (form == 1) graph_print(stdout, g);
     else if (form == 2) graph_print_dot(stdout, g);
-    else status = emit_code(g, form, build.cpu);
+    else status = emit_code(g, form, build.cpu, &build);
   } else {
     for (int i = 0; i < m->programs.len; i++) ast_print(m->programs.items[i], stdout);
   }

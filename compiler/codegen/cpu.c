@@ -84,7 +84,7 @@ static int vector_bits(const char *cpu) {
   return 256;
 }
 
-static void init_types(CpuGen *gen) {
+void cpu_init_types(CpuGen *gen) {
   LLVMContextRef c = gen->context;
   gen->i1 = LLVMInt1TypeInContext(c);
   gen->i8 = LLVMInt8TypeInContext(c);
@@ -105,9 +105,15 @@ static bool generate(CpuGen *gen) {
   gen->constant_data = calloc((size_t)(count + 1), sizeof(LLVMValueRef));
   if (!gen->functions || !gen->constant_data)
     return false;
+  if (gen->gpu_ptx) { /* the host side of a CUDA build: no kernels here */
+    gpu_emit_host_entry(gen, gen->gpu_ptx);
+    return true;
+  }
   for (int f = 0; f < plan->num_functions; f++) {
     const Kernel *k = &plan->kernels[plan->function_kernel[f]];
-    if (k->kind == KERNEL_DOT)
+    if (k->kind == KERNEL_DOT && gen->gpu_threads)
+      ptx_emit_dot_kernel(gen, f, k);
+    else if (k->kind == KERNEL_DOT)
       cpu_emit_dot_kernel(gen, f, k);
     else if (k->kind == KERNEL_SCATTER)
       cpu_emit_scatter_kernel(gen, f, k);
@@ -144,9 +150,11 @@ CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *
                 .plan = plan,
                 .graph = plan->graph,
                 .prefix = prefix,
-                .vector_bits = vector_bits(options ? options->cpu : NULL)};
+                .vector_bits = vector_bits(options ? options->cpu : NULL),
+                .gpu_ptx = options ? options->gpu_ptx : NULL,
+                .gpu_threads = options && options->gpu_threads};
   gen.builder = LLVMCreateBuilderInContext(m->context);
-  init_types(&gen);
+  cpu_init_types(&gen);
   bool ok = generate(&gen);
   LLVMDisposeBuilder(gen.builder);
   free(gen.functions);

@@ -23,6 +23,12 @@
 typedef struct CpuOptions {
   const char *cpu;    /* "native" (the default when NULL) or an LLVM CPU such as "x86-64-v3" */
   const char *prefix; /* symbol prefix; "tfm_model" when NULL */
+  /* When set, the module is the host side of a CUDA build (gpu_host.c):
+   * P_run launches the plan's kernels from this PTX through the runtime. */
+  const char *gpu_ptx;
+  /* Dots as the GPU computes them (ptx_dot.c: one work item per element
+   * of C), for a ptx_thread_plan run on the CPU to test the GPU kernels. */
+  bool gpu_threads;
 } CpuOptions;
 
 typedef struct CpuModule CpuModule;

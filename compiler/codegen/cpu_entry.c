@@ -60,7 +60,7 @@ static void emit_run(CpuGen *gen) {
 }
 
 /* memmove: a value may share its buffer with the target (p' = p). */
-static void emit_update(CpuGen *gen) {
+void cpu_emit_update(CpuGen *gen) {
   const KernelPlan *plan = gen->plan;
   const Graph *g = gen->graph;
   LLVMValueRef fn = add_entry(gen, "update", 2);
@@ -79,7 +79,7 @@ static void emit_update(CpuGen *gen) {
   LLVMBuildRetVoid(gen->builder);
 }
 
-static void emit_size(CpuGen *gen, const char *suffix, int64_t bytes) {
+void cpu_emit_size(CpuGen *gen, const char *suffix, int64_t bytes) {
   char name[160];
   snprintf(name, sizeof name, "%s_%s", gen->prefix, suffix);
   LLVMValueRef global = LLVMAddGlobal(gen->module, gen->i64, name);
@@ -89,7 +89,7 @@ static void emit_size(CpuGen *gen, const char *suffix, int64_t bytes) {
 
 void cpu_emit_entry(CpuGen *gen) {
   emit_run(gen);
-  emit_update(gen);
-  emit_size(gen, "persistent_bytes", gen->plan->persistent_bytes);
-  emit_size(gen, "scratch_bytes", gen->plan->scratch_bytes);
+  cpu_emit_update(gen);
+  cpu_emit_size(gen, "persistent_bytes", gen->plan->persistent_bytes);
+  cpu_emit_size(gen, "scratch_bytes", gen->plan->scratch_bytes);
 }

@@ -20,6 +20,8 @@ typedef struct CpuGen {
   LLVMValueRef *constant_data; /* per node: global of a non-splat constant */
   int vector_bits;             /* of the target's widest float vectors: 512 or 256 */
   LLVMValueRef gemm[2][2][2];  /* [f64][ta][tb]: the module's GEMM functions, made on use */
+  const char *gpu_ptx;         /* CpuOptions.gpu_ptx */
+  bool gpu_threads;            /* CpuOptions.gpu_threads */
 } CpuGen;
 
 /* A counted loop [begin, end) whose counter lives in an alloca (mem2reg
@@ -66,5 +68,14 @@ void cpu_emit_loop_kernel(CpuGen *gen, int function, const Kernel *kernel);
 void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);
 void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel);
 void cpu_emit_entry(CpuGen *gen);
+/* The parts of cpu_emit_entry that a CUDA host module shares. */
+void cpu_emit_update(CpuGen *gen);
+void cpu_emit_size(CpuGen *gen, const char *suffix, int64_t bytes);
+/* Fills the type fields of gen from gen->context. */
+void cpu_init_types(CpuGen *gen);
+/* gpu_host.c: P_run, P_update and the sizes of a CUDA build's host module. */
+void gpu_emit_host_entry(CpuGen *gen, const char *ptx);
+/* ptx_dot.c: a dot as a range over elements of C (one GPU thread each). */
+void ptx_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);
 
 #endif

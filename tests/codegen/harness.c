@@ -11,6 +11,8 @@
 
 #include "cpu.h"
 #include "link.h"
+#include "ptx.h"
+#include "ptx_report.h"
 #include "tfmrt.h"
 
 int cg_failures;
@@ -59,6 +61,53 @@ typedef struct Loaded {
 
 static char work_dir[128];
 
+/* TFM_CG_TARGET picks what cg_run does with a compiled graph: "cpu" (the
+ * default) runs it natively; "cuda" builds the host module of a CUDA build
+ * and runs its kernels on the GPU (tests/gpu/run.sh); "ptxas" assembles
+ * its PTX for sm_80 and sm_90 with ptxas -v, requires no spills, and runs
+ * only the evaluator (no device needed). */
+/* "gpu-plan" runs the GPU's kernels on the CPU: the plan as GPU threads
+ * split it (ptx_thread_plan) and the GPU's dot kernels, compiled natively,
+ * compared with the evaluator (no device needed). */
+typedef enum { TARGET_CPU, TARGET_CUDA, TARGET_PTXAS, TARGET_GPU_PLAN } Target;
+
+static Target target(void) {
+  const char *t = getenv("TFM_CG_TARGET");
+  return !t || !strcmp(t, "cpu") ? TARGET_CPU
+         : !strcmp(t, "cuda")    ? TARGET_CUDA
+         : !strcmp(t, "gpu-plan") ? TARGET_GPU_PLAN
+                                  : TARGET_PTXAS;
+}
+
+bool cg_ptxas_available(void) {
+  char command[4200];
+  snprintf(command, sizeof command, "'%s' --version >/dev/null 2>&1", ptx_ptxas_path());
+  return system(command) == 0;
+}
+
+/* Both architectures' PTX accepted by ptxas, with no kernel spilling. */
+static bool assemble(const char *name, const KernelPlan *plan) {
+  static const char *const archs[] = {"sm_80", "sm_90"};
+  char err[512];
+  bool ok = true;
+  PtxResources *per = calloc((size_t)plan->num_functions + 1, sizeof *per);
+  for (int a = 0; ok && per && a < 2; a++) {
+    char *ptx = ptx_compile(plan, &(PtxOptions){.arch = archs[a]}, err, sizeof err);
+    ok = ptx && ptx_assemble_resources(ptx, archs[a], plan->num_functions, per, err, sizeof err) == 0;
+    if (!ok)
+      fprintf(stderr, "%s: %s: %s\n", name, archs[a], err);
+    for (int f = 0; ok && f < plan->num_functions; f++)
+      if (per[f].spill_stores || per[f].spill_loads) {
+        fprintf(stderr, "%s: %s: kernel function %d spills (%ld bytes stored, %ld loaded)\n", name,
+                archs[a], f, per[f].spill_stores, per[f].spill_loads);
+        ok = false;
+      }
+    free(ptx);
+  }
+  free(per);
+  return per && ok;
+}
+
 static bool load(const char *name, const KernelPlan *plan, const char *cpu, Loaded *out) {
   char err[512];
   if (!work_dir[0]) {
@@ -66,8 +115,16 @@ static bool load(const char *name, const KernelPlan *plan, const char *cpu, Load
     if (!mkdtemp(work_dir))
       return false;
   }
-  CpuOptions options = {.cpu = cpu, .prefix = "model"};
+  char *ptx = NULL;
+  if (target() == TARGET_CUDA &&
+      !(ptx = ptx_compile(plan, &(PtxOptions){.prefix = "model"}, err, sizeof err))) {
+    fprintf(stderr, "%s: %s\n", name, err);
+    return false;
+  }
+  CpuOptions options = {.cpu = cpu, .prefix = "model", .gpu_ptx = ptx,
+                        .gpu_threads = target() == TARGET_GPU_PLAN};
   CpuModule *m = cpu_compile(plan, &options, err, sizeof err);
+  free(ptx);
   if (!m) {
     fprintf(stderr, "%s: %s\n", name, err);
     return false;
@@ -173,7 +230,24 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
   tfm_arena arena = {0};
   tfm_pool *pool = NULL;
   double worst = 0;
-  if (!CG_CHECK(plan != NULL) || !CG_CHECK(load(name, plan, options->cpu, &loaded)) ||
+  KernelPlan *threads = NULL; /* TARGET_GPU_PLAN */
+  bool run_compiled = target() != TARGET_PTXAS;
+  if (!run_compiled) {
+    /* The evaluator still runs, so callers see the values they expect. */
+    if (CG_CHECK(plan != NULL) && CG_CHECK(assemble(name, plan)))
+      for (int s = 1; s <= options->steps; s++) {
+        GraphId step = graph_find_leaf(g, "step");
+        if (step != GRAPH_NONE)
+          eval_set(ref, step, 0, s);
+        eval_run(ref);
+        eval_apply_updates(ref);
+      }
+    goto done;
+  }
+  if (plan && target() == TARGET_GPU_PLAN)
+    threads = ptx_thread_plan(plan);
+  if (!CG_CHECK(plan != NULL) ||
+      !CG_CHECK(load(name, threads ? threads : plan, options->cpu, &loaded)) ||
       !CG_CHECK(tfm_arena_create(&arena, (size_t)plan->persistent_bytes,
                                  (size_t)plan->scratch_bytes) == TFM_OK) ||
       !CG_CHECK(options->serial || tfm_pool_create(&pool, 2) == TFM_OK))
@@ -209,9 +283,13 @@ done:
     tfm_pool_destroy(pool);
   tfm_arena_destroy(&arena);
   unload(&loaded);
+  ptx_thread_plan_free(threads);
   kernel_plan_free(plan);
   bool ok = cg_failures == failures_before;
-  if (options->norm)
+  if (!run_compiled)
+    printf("%s  %s (PTX accepted by ptxas for sm_80 and sm_90, no spills)\n", ok ? "ok  " : "FAIL",
+           name);
+  else if (options->norm)
     printf("%s  %s (largest relative error %.2e)\n", ok ? "ok  " : "FAIL", name, worst);
   else
     printf("%s  %s\n", ok ? "ok  " : "FAIL", name);
@@ -242,6 +320,15 @@ bool cg_check_graph(const char *name, Graph *g, CgFillFn fill) {
   }
   graph_free(g);
   return ok;
+}
+
+int cg_start(const char *suite) {
+  if (target() == TARGET_PTXAS && !cg_ptxas_available()) {
+    printf("%s: skipped: no ptxas (%s) to assemble PTX with; install the CUDA toolkit\n", suite,
+           ptx_ptxas_path());
+    exit(77);
+  }
+  return 0;
 }
 
 int cg_finish(const char *suite) {

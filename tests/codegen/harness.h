@@ -50,6 +50,11 @@ bool cg_check_graph(const char *name, Graph *g, CgFillFn fill);
  * against `reference` in the 2-norm, as CgRunOptions.norm compares. */
 double cg_norm_error(const EvalTensor *reference, const void *values);
 
+/* Called first by each suite: with TFM_CG_TARGET=ptxas and no ptxas, says
+ * so and exits 77 (skipped). */
+int cg_start(const char *suite);
+bool cg_ptxas_available(void);
+
 /* Prints a summary and returns the exit status. */
 int cg_finish(const char *suite);
 

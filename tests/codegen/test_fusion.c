@@ -220,6 +220,7 @@ static void printing(void) {
 }
 
 int main(void) {
+  cg_start("codegen_fusion");
   softmax_rows();
   layernorm_rows();
   views_and_sharing();

@@ -171,6 +171,7 @@ static const char *const TRANSFORMER[] = {"vocab=11", "d_model=16", "heads=2", "
                                           NULL};
 
 int main(void) {
+  cg_start("codegen_models");
   const char *gpt = TFM_SOURCE_DIR "/models/gpt.tfm";
   const char *transformer = TFM_SOURCE_DIR "/models/transformer.tfm";
   check_model(&(ModelCase){"gpt", gpt, GPT, 13}, 0, "gradients");

@@ -365,6 +365,7 @@ static void run_modes(void) {
 }
 
 int main(void) {
+  cg_start("codegen_ops");
   elementwise();
   select_case();
   cast_case();

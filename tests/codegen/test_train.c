@@ -133,6 +133,7 @@ static void compile_time(void) {
 }
 
 int main(void) {
+  cg_start("codegen_train");
   train_steps("mlp with adam", 0.0);
   train_steps("mlp with adam and clipping", 0.5);
   compile_time();

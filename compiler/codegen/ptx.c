@@ -1,0 +1,370 @@
+/* The GPU backend's driver: builds an NVPTX module of the plan's kernels
+ * (reusing the CPU backend's kernel emitters), links CUDA's libdevice for
+ * the math functions, optimises at O3 and prints PTX. */
+#define _POSIX_C_SOURCE 200809L /* strdup */
+#include "ptx.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/BitReader.h>
+#include <llvm-c/Linker.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/TargetMachine.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+#include "errbuf.h"
+#include "ptx_internal.h"
+
+#ifndef TFM_LIBDEVICE
+#define TFM_LIBDEVICE "/usr/local/cuda/nvvm/libdevice/libdevice.10.bc"
+#endif
+
+#define TRIPLE "nvptx64-nvidia-cuda"
+
+/* LLVM 14's NVPTX target knows sm_80 (PTX 7.0) but not yet sm_90: PTX for
+ * sm_90 is generated for sm_80 and its header raised to what sm_90 needs
+ * (PTX 7.8); the instructions used are the same. */
+typedef struct Arch {
+  const char *name, *llvm_cpu, *features, *ptx_version;
+} Arch;
+static const Arch ARCHS[] = {
+    {"sm_80", "sm_80", "+ptx70", NULL},
+    {"sm_90", "sm_80", "+ptx70", "7.8"},
+};
+
+static const Arch *find_arch(const char *name) {
+  for (size_t i = 0; i < sizeof ARCHS / sizeof ARCHS[0]; i++)
+    if (!strcmp(ARCHS[i].name, name ? name : "sm_80"))
+      return &ARCHS[i];
+  return NULL;
+}
+
+int ptx_arch_known(const char *arch) { return find_arch(arch) != NULL; }
+
+void ptx_entry_name(const char *prefix, int function, char *name, size_t size) {
+  snprintf(name, size, "%s_k%d", prefix ? prefix : "tfm_model", function);
+}
+
+/* The root axes one thread's work spans the rest of. The CPU keeps a loop
+ * kernel's last axis as its inner loop (for vectors); on the GPU a kernel
+ * without hoisted reductions takes every axis from the thread index instead,
+ * so neighbouring threads write neighbouring elements (coalesced) and there
+ * are numel threads, not numel / last dimension. A kernel with a hoisted
+ * row reduction keeps one row a thread. */
+static int thread_axes(const KernelPlan *plan, const Kernel *k) {
+  if (k->kind == KERNEL_LOOP && k->num_hoisted == 0)
+    return graph_node(plan->graph, k->root)->shape.rank;
+  return k->outer_axes;
+}
+
+int64_t ptx_work_items(const KernelPlan *plan, int kernel) {
+  const Kernel *k = &plan->kernels[kernel];
+  const GraphShape *s = &graph_node(plan->graph, k->root)->shape;
+  if (k->kind == KERNEL_DOT)
+    return graph_shape_numel(s);
+  if (k->kind == KERNEL_SCATTER)
+    return k->rows;
+  int64_t items = 1;
+  for (int a = 0; a < thread_axes(plan, k); a++)
+    items *= s->dims[a];
+  return items;
+}
+
+KernelPlan *ptx_thread_plan(const KernelPlan *plan) {
+  KernelPlan *copy = malloc(sizeof *copy);
+  Kernel *kernels = malloc(sizeof *kernels * (size_t)(plan->num_kernels + 1));
+  if (!copy || !kernels) {
+    free(copy);
+    free(kernels);
+    return NULL;
+  }
+  *copy = *plan;
+  for (int i = 0; i < plan->num_kernels; i++) {
+    kernels[i] = plan->kernels[i];
+    kernels[i].outer_axes = thread_axes(plan, &plan->kernels[i]);
+    kernels[i].rows = ptx_work_items(plan, i);
+  }
+  copy->kernels = kernels;
+  return copy;
+}
+
+static bool fail_llvm(char *err, size_t size, const char *what, char *message) {
+  errbuf_set(err, size, "%s: %s", what, message ? message : "unknown error");
+  LLVMDisposeMessage(message);
+  return false;
+}
+
+static void initialize_once(void) {
+  LLVMInitializeNVPTXTargetInfo();
+  LLVMInitializeNVPTXTarget();
+  LLVMInitializeNVPTXTargetMC();
+  LLVMInitializeNVPTXAsmPrinter();
+}
+
+static LLVMTargetMachineRef create_machine(const Arch *arch, char *err, size_t size) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, initialize_once);
+  LLVMTargetRef target;
+  char *message = NULL;
+  if (LLVMGetTargetFromTriple(TRIPLE, &target, &message)) {
+    fail_llvm(err, size, "NVPTX target", message);
+    return NULL;
+  }
+  LLVMTargetMachineRef machine =
+      LLVMCreateTargetMachine(target, TRIPLE, arch->llvm_cpu, arch->features,
+                              LLVMCodeGenLevelAggressive, LLVMRelocDefault, LLVMCodeModelDefault);
+  if (!machine)
+    errbuf_set(err, size, "cannot create an NVPTX target machine for %s", arch->name);
+  return machine;
+}
+
+/* The special register `name` (llvm.nvvm.read.ptx.sreg.*) as i64. */
+static LLVMValueRef special_register(CpuGen *gen, const char *name) {
+  char full[64];
+  snprintf(full, sizeof full, "llvm.nvvm.read.ptx.sreg.%s", name);
+  return LLVMBuildZExt(gen->builder, cpu_intrinsic(gen, full, NULL, 0, NULL, 0), gen->i64, "");
+}
+
+static void mark_kernel(CpuGen *gen, LLVMValueRef fn) {
+  LLVMValueRef operands[3] = {fn, LLVMMDStringInContext(gen->context, "kernel", 6),
+                              cpu_i32(gen, 1)};
+  LLVMAddNamedMetadataOperand(gen->module, "nvvm.annotations",
+                              LLVMMDNodeInContext(gen->context, operands, 3));
+}
+
+/* The entry of plan function f: thread `item` runs the range function over
+ * [item, item + 1) with the pointer parameters as its argument array. */
+static LLVMValueRef emit_entry(CpuGen *gen, int f) {
+  const Kernel *k = &gen->plan->kernels[gen->plan->function_kernel[f]];
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef params[KERNEL_MAX_ARGS_PTX + 1];
+  int n = k->num_args;
+  for (int i = 0; i < n; i++)
+    params[i] = gen->ptr;
+  params[n] = gen->i64;
+  char name[160];
+  ptx_entry_name(gen->prefix, f, name, sizeof name);
+  LLVMValueRef fn =
+      LLVMAddFunction(gen->module, name, LLVMFunctionType(gen->void_type, params, (unsigned)n + 1, false));
+  mark_kernel(gen, fn);
+  LLVMBasicBlockRef entry = LLVMAppendBasicBlockInContext(gen->context, fn, "entry");
+  LLVMBasicBlockRef run = LLVMAppendBasicBlockInContext(gen->context, fn, "run");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(gen->context, fn, "done");
+  LLVMPositionBuilderAtEnd(b, entry);
+  LLVMValueRef item = LLVMBuildAdd(
+      b, LLVMBuildMul(b, special_register(gen, "ctaid.x"), special_register(gen, "ntid.x"), ""),
+      special_register(gen, "tid.x"), "item");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, item, LLVMGetParam(fn, (unsigned)n), ""), run,
+                  done);
+  LLVMPositionBuilderAtEnd(b, run);
+  LLVMValueRef slots = LLVMBuildArrayAlloca(b, gen->ptr, cpu_i64(gen, n), "args");
+  for (int i = 0; i < n; i++)
+    LLVMBuildStore(b, LLVMGetParam(fn, (unsigned)i), cpu_element(gen, gen->ptr, slots, cpu_i64(gen, i)));
+  LLVMValueRef call[3] = {LLVMBuildBitCast(b, slots, gen->ptr, ""), item,
+                          LLVMBuildAdd(b, item, cpu_i64(gen, 1), "")};
+  LLVMBuildCall2(b, gen->range_fn, gen->functions[f], call, 3, "");
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, done);
+  LLVMBuildRetVoid(b);
+  return fn;
+}
+
+/* The CPU emitters mark kernels noinline (for P_run); here the entry must
+ * absorb them, so the attribute goes. */
+static void allow_inlining(CpuGen *gen, LLVMValueRef fn) {
+  unsigned kind = LLVMGetEnumAttributeKindForName("noinline", 8);
+  LLVMRemoveEnumAttributeAtIndex(fn, LLVMAttributeFunctionIndex, kind);
+  kind = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
+  LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                          LLVMCreateEnumAttribute(gen->context, kind, 0));
+}
+
+static bool generate(CpuGen *gen, LLVMValueRef *entries) {
+  const KernelPlan *plan = gen->plan;
+  for (int f = 0; f < plan->num_functions; f++) {
+    const Kernel *k = &plan->kernels[plan->function_kernel[f]];
+    if (k->num_args > KERNEL_MAX_ARGS_PTX)
+      return false;
+    if (k->kind == KERNEL_DOT)
+      ptx_emit_dot_kernel(gen, f, k);
+    else if (k->kind == KERNEL_SCATTER)
+      cpu_emit_scatter_kernel(gen, f, k);
+    else
+      cpu_emit_loop_kernel(gen, f, k);
+    allow_inlining(gen, gen->functions[f]);
+  }
+  for (int f = 0; f < plan->num_functions; f++)
+    entries[f] = emit_entry(gen, f);
+  return true;
+}
+
+/* Math calls (expf, tanh, ...) become libdevice's __nv_ functions, whose
+ * module is linked in; a plan without math needs no libdevice. */
+static bool link_libdevice(LLVMModuleRef module, LLVMContextRef context, char *err, size_t size) {
+  bool needed = false;
+  for (LLVMValueRef fn = LLVMGetFirstFunction(module); fn; fn = LLVMGetNextFunction(fn)) {
+    size_t len;
+    const char *name = LLVMGetValueName2(fn, &len);
+    if (!LLVMIsDeclaration(fn) || !strncmp(name, "llvm.", 5))
+      continue;
+    char renamed[80];
+    snprintf(renamed, sizeof renamed, "__nv_%s", name);
+    LLVMSetValueName2(fn, renamed, strlen(renamed));
+    needed = true;
+  }
+  if (!needed)
+    return true;
+  const char *path = getenv("TFM_LIBDEVICE");
+  if (!path || !*path)
+    path = TFM_LIBDEVICE;
+  LLVMMemoryBufferRef buffer;
+  char *message = NULL;
+  if (LLVMCreateMemoryBufferWithContentsOfFile(path, &buffer, &message))
+    return fail_llvm(err, size, "cannot read CUDA's libdevice (set TFM_LIBDEVICE)", message);
+  LLVMModuleRef library;
+  bool failed = LLVMParseBitcodeInContext2(context, buffer, &library);
+  LLVMDisposeMemoryBuffer(buffer);
+  if (failed)
+    return errbuf_set(err, size, "%s: not LLVM bitcode this LLVM reads", path);
+  LLVMSetTarget(library, TRIPLE);
+  LLVMSetDataLayout(library, LLVMGetDataLayoutStr(module));
+  if (LLVMLinkModules2(module, library))
+    return errbuf_set(err, size, "cannot link %s", path);
+  /* ftz off: denormals are kept, as on the CPU. */
+  LLVMAddModuleFlag(module, LLVMModuleFlagBehaviorOverride, "nvvm-reflect-ftz", 16,
+                    LLVMValueAsMetadata(LLVMConstInt(LLVMInt32TypeInContext(context), 0, false)));
+  return true;
+}
+
+/* Only the entries stay visible, so O3 drops unused libdevice code. */
+static void internalize(LLVMModuleRef module, LLVMValueRef *entries, int num_entries) {
+  for (LLVMValueRef fn = LLVMGetFirstFunction(module); fn; fn = LLVMGetNextFunction(fn)) {
+    if (LLVMIsDeclaration(fn))
+      continue;
+    bool entry = false;
+    for (int i = 0; i < num_entries; i++)
+      entry |= entries[i] == fn;
+    if (!entry)
+      LLVMSetLinkage(fn, LLVMInternalLinkage);
+  }
+}
+
+/* The PTX header raised for an architecture LLVM 14 does not name. */
+static char *retarget(char *ptx, const Arch *arch) {
+  if (!arch->ptx_version)
+    return ptx;
+  size_t len = strlen(ptx);
+  char *out = malloc(len + 64);
+  if (!out) {
+    free(ptx);
+    return NULL;
+  }
+  size_t o = 0;
+  for (const char *line = ptx; *line;) {
+    const char *end = strchr(line, '\n');
+    size_t n = end ? (size_t)(end - line) + 1 : strlen(line);
+    if (!strncmp(line, ".version ", 9))
+      o += (size_t)sprintf(out + o, ".version %s\n", arch->ptx_version);
+    else if (!strncmp(line, ".target ", 8))
+      o += (size_t)sprintf(out + o, ".target %s\n", arch->name);
+    else
+      memcpy(out + o, line, n), o += n;
+    line += n;
+  }
+  out[o] = '\0';
+  free(ptx);
+  return out;
+}
+
+static char *print_ptx(LLVMTargetMachineRef machine, LLVMModuleRef module, char *err, size_t size) {
+  char *message = NULL;
+  LLVMMemoryBufferRef buffer;
+  if (LLVMTargetMachineEmitToMemoryBuffer(machine, module, LLVMAssemblyFile, &message, &buffer)) {
+    fail_llvm(err, size, "PTX", message);
+    return NULL;
+  }
+  size_t n = LLVMGetBufferSize(buffer);
+  char *text = malloc(n + 1);
+  if (text) {
+    memcpy(text, LLVMGetBufferStart(buffer), n);
+    text[n] = '\0';
+  } else {
+    errbuf_set(err, size, "out of memory");
+  }
+  LLVMDisposeMemoryBuffer(buffer);
+  return text;
+}
+
+void ptx_thread_plan_free(KernelPlan *plan) {
+  if (plan)
+    free(plan->kernels);
+  free(plan);
+}
+
+char *ptx_compile(const KernelPlan *cpu_plan, const PtxOptions *options, char *err,
+                  size_t err_size) {
+  const Arch *arch = find_arch(options ? options->arch : NULL);
+  if (!arch) {
+    errbuf_set(err, err_size, "unknown GPU architecture '%s' (sm_80, sm_90)", options->arch);
+    return NULL;
+  }
+  LLVMTargetMachineRef machine = create_machine(arch, err, err_size);
+  if (!machine)
+    return NULL;
+  KernelPlan *plan = ptx_thread_plan(cpu_plan);
+  if (!plan) {
+    LLVMDisposeTargetMachine(machine);
+    errbuf_set(err, err_size, "out of memory");
+    return NULL;
+  }
+  const char *prefix = options && options->prefix ? options->prefix : "tfm_model";
+  LLVMContextRef context = LLVMContextCreate();
+  LLVMModuleRef module = LLVMModuleCreateWithNameInContext(prefix, context);
+  LLVMSetTarget(module, TRIPLE);
+  LLVMTargetDataRef layout = LLVMCreateTargetDataLayout(machine);
+  LLVMSetModuleDataLayout(module, layout);
+  LLVMDisposeTargetData(layout);
+  CpuGen gen = {.context = context, .module = module, .plan = plan, .graph = plan->graph,
+                .prefix = prefix};
+  gen.builder = LLVMCreateBuilderInContext(context);
+  cpu_init_types(&gen);
+  int count = graph_count(plan->graph);
+  gen.functions = calloc((size_t)plan->num_functions + 1, sizeof(LLVMValueRef));
+  gen.constant_data = calloc((size_t)count + 1, sizeof(LLVMValueRef));
+  LLVMValueRef *entries = calloc((size_t)plan->num_functions + 1, sizeof(LLVMValueRef));
+  bool ok = gen.functions && gen.constant_data && entries;
+  if (!ok)
+    errbuf_set(err, err_size, "out of memory");
+  else if (!(ok = generate(&gen, entries)))
+    errbuf_set(err, err_size, "a kernel has more than %d buffers", KERNEL_MAX_ARGS_PTX);
+  LLVMDisposeBuilder(gen.builder);
+  char *message = NULL, *text = NULL;
+  if (ok && LLVMVerifyModule(module, LLVMReturnStatusAction, &message))
+    ok = fail_llvm(err, err_size, "invalid LLVM module", message);
+  else
+    LLVMDisposeMessage(message);
+  if (ok)
+    ok = link_libdevice(module, context, err, err_size);
+  if (ok) {
+    internalize(module, entries, plan->num_functions);
+    LLVMPassBuilderOptionsRef passes = LLVMCreatePassBuilderOptions();
+    LLVMErrorRef error = LLVMRunPasses(module, "default<O3>", machine, passes);
+    LLVMDisposePassBuilderOptions(passes);
+    if (error)
+      ok = fail_llvm(err, err_size, "optimisation", LLVMGetErrorMessage(error));
+  }
+  if (ok && (text = print_ptx(machine, module, err, err_size)))
+    text = retarget(text, arch);
+  free(gen.functions);
+  free(gen.constant_data);
+  free(entries);
+  LLVMDisposeModule(module);
+  LLVMContextDispose(context);
+  LLVMDisposeTargetMachine(machine);
+  ptx_thread_plan_free(plan);
+  return text;
+}

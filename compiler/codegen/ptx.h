@@ -1,0 +1,49 @@
+/* The GPU backend: PTX for a kernel plan, through LLVM's NVPTX target
+ * (nvptx64-nvidia-cuda).
+ *
+ * Every distinct kernel function of the plan becomes one PTX entry named
+ * P_kF (P the prefix, F the plan function) whose parameters are the
+ * kernel's buffer pointers (output first) followed by an i64 count of work
+ * items. One thread computes one work item (ptx_work_items): an element
+ * of a loop kernel's output (a row when it hoists a reduction, as softmax
+ * and layernorm do), a column of a scatter, an element of a dot's output. Loop and scatter kernels are the CPU backend's own functions
+ * (cpu_loop.c, cpu_dot.c's scatter), called by the entry with the range
+ * [item, item + 1) and inlined, so both targets compute every node with
+ * the same code. Math functions come from CUDA's libdevice. */
+#ifndef TFM_PTX_H
+#define TFM_PTX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernel.h"
+
+/* Threads per block of every launch. */
+#define PTX_BLOCK_THREADS 256
+
+typedef struct PtxOptions {
+  const char *arch;   /* "sm_80" (the default when NULL) or "sm_90" */
+  const char *prefix; /* symbol prefix; "tfm_model" when NULL */
+} PtxOptions;
+
+/* True for the GPU architectures --gpu-arch accepts. */
+int ptx_arch_known(const char *arch);
+
+/* The PTX text of the plan's kernels (malloc'd), or NULL with a message. */
+char *ptx_compile(const KernelPlan *plan, const PtxOptions *options, char *err, size_t err_size);
+
+/* The work items (threads) of a launch of kernel `kernel` of the plan. */
+int64_t ptx_work_items(const KernelPlan *plan, int kernel);
+
+/* The plan as the GPU runs it: the same buffers and functions, each
+ * kernel's outer axes and rows being what one thread and the launch cover.
+ * Shares everything but its kernels with `plan`; free it with
+ * ptx_thread_plan_free. Compiled for the CPU with CpuOptions.gpu_threads,
+ * it runs the GPU's kernels on the CPU (the codegen_gpuplan tests). */
+KernelPlan *ptx_thread_plan(const KernelPlan *plan);
+void ptx_thread_plan_free(KernelPlan *plan);
+
+/* The PTX entry name of plan function `function`. */
+void ptx_entry_name(const char *prefix, int function, char *name, size_t size);
+
+#endif

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Both models' training graphs at their default configs as PTX: ptxas must
+# accept every kernel for sm_80 and sm_90 (emit kernels --target cuda runs
+# ptxas -v), no kernel may spill, and emit ptx must carry the right header.
+# Exit 77 (skipped) only when there is no ptxas.
+# usage: ptx_models.sh TFMC MODELS_DIR
+set -eu
+tfmc=$1 models=$2
+ptxas=${TFM_PTXAS:-$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)}
+if ! "$ptxas" --version > /dev/null 2>&1; then
+  echo "skipped: no ptxas to assemble PTX with (install the CUDA toolkit)"
+  exit 77
+fi
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# sm_80 through emit kernels (its ptxas -v table), sm_90 through emit ptx
+# and ptxas -v here: each PTX is generated and assembled once.
+for model in gpt transformer; do
+  "$tfmc" emit kernels "$models/$model.tfm" --train --target cuda --gpu-arch sm_80 > "$work/k"
+  summary=$(tail -1 "$work/k")
+  case $summary in
+    *" functions, at most "*" registers, 0 bytes spilled") ;;
+    *) echo "FAIL: $model sm_80: $summary"; exit 1 ;;
+  esac
+  echo "ok: $model train graph, sm_80: $summary"
+  "$tfmc" emit ptx "$models/$model.tfm" --train --gpu-arch sm_90 > "$work/p.ptx"
+  grep -qx ".target sm_90" "$work/p.ptx" || { echo "FAIL: $model sm_90: no .target sm_90"; exit 1; }
+  entries=$(grep -c '^.visible .entry' "$work/p.ptx")
+  "$ptxas" -v -arch=sm_90 -o /dev/null "$work/p.ptx" > "$work/v" 2>&1 || { cat "$work/v"; exit 1; }
+  functions=$(grep -c "Compiling entry function" "$work/v")
+  test "$functions" -eq "$entries" || { echo "FAIL: $model sm_90: $functions of $entries compiled"; exit 1; }
+  if grep "spill" "$work/v" | grep -qv " 0 bytes spill stores, 0 bytes spill loads"; then
+    echo "FAIL: $model sm_90: a kernel spills"; exit 1
+  fi
+  echo "ok: $model train graph, sm_90: $entries entries accepted, no spills"
+done
