@@ -773,6 +773,27 @@ static Value *fn_len(const Node *call, Arg *args, int nargs) {
   return value_int(a[0]->value->items.len, NULL);
 }
 
+/* append(list, x): a new list, list's items then x; the list itself is not
+ * changed. With `xs = append(xs, h)` a for loop collects one value per step
+ * (the states of a recurrent layer, then concat(xs, axis)). */
+static Value *fn_append(const Node *call, Arg *args, int nargs) {
+  Arg *a[2];
+  if (!get_args(call, "append", "list x", args, nargs, a)) return value_error();
+  const Value *xs = a[0]->value;
+  if (xs->kind != V_LIST) {
+    diag_error(a[0]->node->span, "append needs a list first, got %s", value_kind_name(xs));
+    return value_error();
+  }
+  if (xs->items.len >= 4096) {
+    diag_error(call->span, "append: lists have at most 4096 entries");
+    return value_error();
+  }
+  Value *l = value_new(V_LIST);
+  for (int i = 0; i < xs->items.len; i++) vec_push(&l->items, xs->items.items[i]);
+  vec_push(&l->items, a[1]->value);
+  return l;
+}
+
 static Value *fn_range(const Node *call, Arg *args, int nargs) {
   Arg *a[1];
   int64_t n;
@@ -871,7 +892,7 @@ static const char *const function_names[] = {
     "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "abs", "recip",
     "max", "min", "sum", "mean", "select", "cast", "reshape", "permute", "transpose",
     "broadcast", "expand", "squeeze", "slice", "concat", "pad", "gather", "one_hot", "iota",
-    "full", "tensor", "random_uniform", "shape", "dim", "rank", "dtype", "len", "range", "float", "int",
+    "full", "tensor", "random_uniform", "shape", "dim", "rank", "dtype", "len", "append", "range", "float", "int",
     "normal", "uniform", "constant", "sgd", "adam", "adamw", NULL};
 
 static const char *const value_names[] = {"f32", "f64", "i32", "bf16", "inf", "pi", "training",
@@ -937,6 +958,7 @@ Value *builtin_call(Ctx *ctx, const Value *fn, const Node *call, Arg *args, int 
   if (!strcmp(name, "rank")) return fn_rank(call, args, nargs);
   if (!strcmp(name, "dtype")) return fn_dtype(call, args, nargs);
   if (!strcmp(name, "len")) return fn_len(call, args, nargs);
+  if (!strcmp(name, "append")) return fn_append(call, args, nargs);
   if (!strcmp(name, "range")) return fn_range(call, args, nargs);
   if (!strcmp(name, "float") || !strcmp(name, "int")) return fn_convert(name, call, args, nargs);
   if (!strcmp(name, "normal") || !strcmp(name, "uniform") || !strcmp(name, "constant"))

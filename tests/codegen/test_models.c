@@ -170,8 +170,23 @@ static const char *const TRANSFORMER[] = {"vocab=11", "d_model=16", "heads=2", "
                                           "layers=2", "batch=2",    "src_len=5", "tgt_len=4",
                                           NULL};
 
-int main(void) {
-  cg_start("codegen_models");
+/* The recurrent layers, score functions and convolution of models/std, as
+ * the gradient-check models of tests/ir/models use them. */
+static const char *const NONE[] = {NULL};
+static const char *const STD_LAYER_MODELS[] = {"rnn_cells", "scores", "conv1d", "rnn_decoder", NULL};
+
+/* No argument: the Transformers; "std": the std layer models (two ctests, so
+ * that each stays well under 30 s). */
+int main(int argc, char **argv) {
+  cg_start(argc > 1 ? "codegen_models std" : "codegen_models");
+  if (argc > 1 && !strcmp(argv[1], "std")) {
+    for (const char *const *m = STD_LAYER_MODELS; *m; m++) {
+      char path[1024];
+      snprintf(path, sizeof path, "%s/tests/ir/models/%s.tfm", TFM_SOURCE_DIR, *m);
+      check_model(&(ModelCase){*m, path, NONE, 1}, 0, "gradients");
+    }
+    return cg_finish("codegen_models std");
+  }
   const char *gpt = TFM_SOURCE_DIR "/models/gpt.tfm";
   const char *transformer = TFM_SOURCE_DIR "/models/transformer.tfm";
   check_model(&(ModelCase){"gpt", gpt, GPT, 13}, 0, "gradients");
