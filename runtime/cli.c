@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "beam.h"
+#include "bleu.h"
 #include "train.h"
 
 extern const tfm_model_info tfm_model;
@@ -16,10 +18,21 @@ extern const tfm_model_info tfm_model;
 /* Character models train on the head of the text and evaluate on its tail. */
 static const double HELD_OUT = 0.1;
 
+/* A translation may be this many tokens longer than its source (<eos>
+ * included), and never longer than the model's tgt_len. */
+enum { MAX_EXTRA_TOKENS = 50 };
+
+enum { MAX_CHECKPOINTS = 256 };
+
 typedef struct Cli {
   const char *command, *data, *test, *save, *load, *vocab_path, *prompt;
-  uint64_t steps, every, seed, log_every, threads, length, show;
-  int resume;
+  const char *alpha_text, *dump, *dump_file, *out;
+  uint64_t steps, every, keep, seed, log_every, threads, length, show;
+  uint64_t beam;            /* 0: greedy decoding (no --beam) */
+  double alpha;
+  int resume, scores;
+  size_t num_paths;         /* average: the checkpoints */
+  const char *paths[MAX_CHECKPOINTS];
 } Cli;
 
 static const char usage[] =
@@ -28,9 +41,12 @@ static const char usage[] =
     "commands:\n"
     "  train     train the model (--data, --steps; --save to keep checkpoints)\n"
     "  eval      held-out loss (--test: pairs, or a text whose last 10%% is used) and,\n"
-    "            for translation, exact-match accuracy of greedy translations\n"
-    "  translate translate the sources of --data (or of standard input) greedily\n"
-    "  generate  continue --prompt by --length characters (character models)\n"
+    "            for translation, exact match and corpus BLEU of the translations\n"
+    "  translate translate the sources of the pairs in --test (or --data)\n"
+    "  generate  continue --prompt by --length characters (character models, greedy)\n"
+    "  average   --out FILE CKPT...: the element-wise mean of the parameters of the\n"
+    "            checkpoints (same model), written as a checkpoint (state, metadata and\n"
+    "            vocabulary of the last one)\n"
     "  info      the model's config and buffers\n"
     "\n"
     "options:\n"
@@ -39,6 +55,8 @@ static const char usage[] =
     "  --steps N          train until step N (default 1000)\n"
     "  --save FILE        checkpoint file (safetensors), written atomically\n"
     "  --every N          also checkpoint every N steps (default: only at the end)\n"
+    "  --keep K           with --every: also keep the last K periodic checkpoints as\n"
+    "                     SAVE.stepNNNNNNNN.safetensors (for average; default 0)\n"
     "  --resume           continue from --save when it exists\n"
     "  --load FILE        checkpoint to evaluate, translate or generate with\n"
     "  --vocab FILE       vocabulary (default: CHECKPOINT.vocab, written when training)\n"
@@ -46,6 +64,17 @@ static const char usage[] =
     "  --threads N        worker threads (default: TFM_THREADS or every CPU)\n"
     "  --log-every N      progress line every N steps (default 50)\n"
     "  --show N           translations to print after eval (default 5)\n"
+    "  --beam N           eval/translate: beam search of width N (default: greedy;\n"
+    "                     --beam 1 gives the greedy translations); a translation has\n"
+    "                     at most source length + 50 tokens, and at most tgt_len\n"
+    "  --alpha A          beam search: length penalty ((5 + |Y|) / 6)^A dividing\n"
+    "                     log P(Y|X) (default 0: plain log-probability)\n"
+    "  --scores           translate: print each translation's log P(Y|X) and score\n"
+    "  --dump NAME        eval/translate: after decoding, run the forward graph on\n"
+    "                     each translation and save the model output NAME per pair\n"
+    "  --dump-file FILE   where --dump writes: safetensors, tensor NAME.I per pair I\n"
+    "                     (output shape less the batch axis), metadata src.I/tgt.I\n"
+    "  --out FILE         average: the checkpoint to write\n"
     "  --prompt TEXT      generate: the text to continue\n"
     "  --length N         generate: characters to add (default 200)\n"
     "  -h, --help         this help\n";
@@ -182,32 +211,114 @@ static int32_t argmax_row(const float *logits, int64_t classes) {
   return best;
 }
 
+/* The longest translation of a source (see MAX_EXTRA_TOKENS). */
+static size_t max_output_length(const Task *t, const int32_t *src_row) {
+  size_t n = 0;
+  while (n < t->src_len && src_row[n] != TFM_PAD) n++;
+  return n + MAX_EXTRA_TOKENS < t->tgt_len ? n + MAX_EXTRA_TOKENS : t->tgt_len;
+}
+
 /* Greedy decoding of one batch: tgt_in starts as <bos>, and each run of the
- * forward graph fixes one more position. out [rows, T] receives the ids. */
-static void greedy_translate(Task *t, tfm_graph *fwd, tfm_pool *pool, int32_t *out) {
+ * forward graph fixes one more position. out [rows, T] receives the ids and
+ * logprob[r] the sum of their log-probabilities. */
+static void greedy_translate(Task *t, tfm_graph *fwd, tfm_pool *pool, int32_t *out,
+                             double *logprob, size_t *length, double *row_lp) {
+  int32_t *src = tfm_graph_buffer(fwd, "src", TFM_ROLE_INPUT, NULL);
   int32_t *tgt_in = tfm_graph_buffer(fwd, "tgt_in", TFM_ROLE_INPUT, NULL);
   int32_t *tgt_out = tfm_graph_buffer(fwd, "tgt_out", TFM_ROLE_INPUT, NULL);
   const float *logits = tfm_graph_buffer(fwd, "logits", TFM_ROLE_OUTPUT, NULL);
-  size_t T = t->tgt_len;
+  size_t T = t->tgt_len, V = (size_t)t->model_vocab;
   memset(tgt_in, 0, sizeof(int32_t) * t->rows * T);
   if (tgt_out) memset(tgt_out, 0, sizeof(int32_t) * t->rows * T);
   memset(out, 0, sizeof(int32_t) * t->rows * T);
-  for (size_t r = 0; r < t->rows; r++) tgt_in[r * T] = TFM_BOS;
+  for (size_t r = 0; r < t->rows; r++) {
+    tgt_in[r * T] = TFM_BOS;
+    logprob[r] = 0;
+    length[r] = 0;
+  }
   for (size_t pos = 0; pos < T; pos++) {
     tfm_graph_run(fwd, pool);
     int all_done = 1;
     for (size_t r = 0; r < t->rows; r++) {
-      if (pos > 0 && (out[r * T + pos - 1] == TFM_EOS || out[r * T + pos - 1] == TFM_PAD)) {
-        out[r * T + pos] = TFM_PAD;
+      if (length[r] < pos || (pos > 0 && out[r * T + pos - 1] == TFM_EOS) ||
+          pos >= max_output_length(t, src + r * t->src_len))
         continue;
-      }
-      int32_t id = argmax_row(logits + (r * T + pos) * (size_t)t->model_vocab, t->model_vocab);
+      const float *row = logits + (r * T + pos) * V;
+      int32_t id = argmax_row(row, t->model_vocab);
+      tfm_log_softmax(row, V, row_lp);
+      logprob[r] += row_lp[id];
       out[r * T + pos] = id;
+      length[r] = pos + 1;
       if (pos + 1 < T) tgt_in[r * T + pos + 1] = id;
       if (id != TFM_EOS) all_done = 0;
     }
     if (all_done) break;
   }
+}
+
+/* Beam search's model: the forward graph, up to `rows` hypotheses per run. */
+typedef struct BeamModel {
+  Task *t;
+  tfm_graph *fwd;
+  tfm_pool *pool;
+  const int32_t *sources;   /* [rows, S]: the batch being translated */
+} BeamModel;
+
+static int beam_next(void *ctx, size_t count, const size_t *inputs, const int32_t *prefixes,
+                     size_t length, double *logprobs) {
+  BeamModel *m = ctx;
+  Task *t = m->t;
+  size_t S = t->src_len, T = t->tgt_len, V = (size_t)t->model_vocab;
+  int32_t *src = tfm_graph_buffer(m->fwd, "src", TFM_ROLE_INPUT, NULL);
+  int32_t *tgt_in = tfm_graph_buffer(m->fwd, "tgt_in", TFM_ROLE_INPUT, NULL);
+  int32_t *tgt_out = tfm_graph_buffer(m->fwd, "tgt_out", TFM_ROLE_INPUT, NULL);
+  const float *logits = tfm_graph_buffer(m->fwd, "logits", TFM_ROLE_OUTPUT, NULL);
+  for (size_t first = 0; first < count; first += t->rows) {
+    size_t n = count - first < t->rows ? count - first : t->rows;
+    memset(src, 0, sizeof(int32_t) * t->rows * S);
+    memset(tgt_in, 0, sizeof(int32_t) * t->rows * T);
+    if (tgt_out) memset(tgt_out, 0, sizeof(int32_t) * t->rows * T);
+    for (size_t r = 0; r < n; r++) {
+      memcpy(src + r * S, m->sources + inputs[first + r] * S, sizeof(int32_t) * S);
+      tgt_in[r * T] = TFM_BOS;
+      memcpy(tgt_in + r * T + 1, prefixes + (first + r) * length, sizeof(int32_t) * length);
+    }
+    tfm_graph_run(m->fwd, m->pool);
+    for (size_t r = 0; r < n; r++)
+      tfm_log_softmax(logits + (r * T + length) * V, V, logprobs + (first + r) * V);
+  }
+  return TFM_OK;
+}
+
+/* Beam search over the pairs of one batch (sources in the graph's src). */
+static int beam_translate(Task *t, tfm_graph *fwd, tfm_pool *pool, size_t filled, int32_t *out,
+                          double *logprob, double *score, size_t *length) {
+  size_t S = t->src_len, T = t->tgt_len;
+  int32_t *src = tfm_graph_buffer(fwd, "src", TFM_ROLE_INPUT, NULL);
+  int32_t *sources = malloc(sizeof(int32_t) * t->rows * S);
+  size_t *max_length = malloc(sizeof(size_t) * t->rows);
+  tfm_beam_result *results = malloc(sizeof(tfm_beam_result) * t->rows);
+  int status = TFM_OK;
+  if (!sources || !max_length || !results) status = tfm_fail("out of memory");
+  if (!status) {
+    memcpy(sources, src, sizeof(int32_t) * t->rows * S);
+    for (size_t r = 0; r < filled; r++) max_length[r] = max_output_length(t, sources + r * S);
+    tfm_beam_options o = {.beam = (size_t)t->cli->beam, .vocab = (size_t)t->model_vocab,
+                          .alpha = t->cli->alpha, .eos = TFM_EOS};
+    BeamModel m = {t, fwd, pool, sources};
+    memset(out, 0, sizeof(int32_t) * t->rows * T);
+    status = tfm_beam_search(&o, filled, max_length, beam_next, &m, out, T, results);
+    for (size_t r = 0; !status && r < filled; r++) {
+      logprob[r] = results[r].logprob;
+      score[r] = results[r].score;
+      length[r] = results[r].length;
+    }
+    memcpy(src, sources, sizeof(int32_t) * t->rows * S); /* as the caller left it */
+  }
+  free(sources);
+  free(max_length);
+  free(results);
+  return status;
 }
 
 static int ids_equal_until_eos(const int32_t *a, const int32_t *b, size_t n) {
@@ -218,41 +329,163 @@ static int ids_equal_until_eos(const int32_t *a, const int32_t *b, size_t n) {
   return 1;
 }
 
-/* Exact match of greedy translations on the test pairs; prints `show` of them. */
+/* --dump: the named output of the forward graph run on each translation. */
+typedef struct Dump {
+  const char *name;
+  const tfm_buffer_desc *desc;
+  tfm_tensor *tensors;
+  size_t count, capacity;
+  tfm_meta meta;
+} Dump;
+
+static int dump_open(Dump *d, const Task *t, const Cli *c) {
+  memset(d, 0, sizeof *d);
+  if (!c->dump) return c->dump_file ? tfm_fail("--dump-file needs --dump NAME") : TFM_OK;
+  if (!c->dump_file) return tfm_fail("--dump %s needs --dump-file FILE", c->dump);
+  d->name = c->dump;
+  d->desc = find_desc(tfm_model.forward, c->dump, TFM_ROLE_OUTPUT);
+  if (!d->desc) {
+    char names[1024] = "";
+    for (int32_t i = 0; i < tfm_model.forward->num_buffers; i++)
+      if (tfm_model.forward->buffers[i].role == TFM_ROLE_OUTPUT)
+        snprintf(names + strlen(names), sizeof names - strlen(names), " %s",
+                 tfm_model.forward->buffers[i].name);
+    return tfm_fail("model %s has no output '%s' to dump (its outputs:%s; a model shows a "
+                    "tensor by declaring 'output NAME = ...')", tfm_model.name, c->dump, names);
+  }
+  if (d->desc->rank < 1 || (size_t)d->desc->shape[0] != t->rows)
+    return tfm_fail("output '%s' has no batch axis of %zu rows to dump per pair", c->dump, t->rows);
+  return tfm_meta_set(&d->meta, "tfm.dump", c->dump);
+}
+
+/* Runs the forward graph with tgt_in = <bos> translation and keeps row r's
+ * slice of the output for each of the `filled` pairs (numbered from first). */
+static int dump_batch(Dump *d, Task *t, tfm_graph *fwd, tfm_pool *pool, const int32_t *hyp,
+                      size_t filled, size_t first) {
+  if (!d->name) return TFM_OK;
+  size_t T = t->tgt_len;
+  int32_t *src = tfm_graph_buffer(fwd, "src", TFM_ROLE_INPUT, NULL);
+  int32_t *tgt_in = tfm_graph_buffer(fwd, "tgt_in", TFM_ROLE_INPUT, NULL);
+  int32_t *tgt_out = tfm_graph_buffer(fwd, "tgt_out", TFM_ROLE_INPUT, NULL);
+  memset(tgt_in, 0, sizeof(int32_t) * t->rows * T);
+  for (size_t r = 0; r < t->rows; r++) {
+    tgt_in[r * T] = TFM_BOS;
+    memcpy(tgt_in + r * T + 1, hyp + r * T, sizeof(int32_t) * (T - 1));
+  }
+  if (tgt_out) memcpy(tgt_out, hyp, sizeof(int32_t) * t->rows * T);
+  tfm_graph_run(fwd, pool);
+  const uint8_t *data = tfm_graph_buffer(fwd, d->name, TFM_ROLE_OUTPUT, NULL);
+  size_t row_bytes = (size_t)tfm_buffer_bytes(d->desc) / t->rows;
+  if (d->count + filled > d->capacity) {
+    size_t cap = (d->count + filled) * 2;
+    tfm_tensor *grown = realloc(d->tensors, sizeof *grown * cap);
+    if (!grown) return tfm_fail("out of memory");
+    d->tensors = grown, d->capacity = cap;
+  }
+  for (size_t r = 0; r < filled; r++) {
+    char name[512], key[64], text[4096];
+    tfm_tensor *x = &d->tensors[d->count];
+    memset(x, 0, sizeof *x);
+    snprintf(name, sizeof name, "%s.%zu", d->name, first + r);
+    char *copy = malloc(strlen(name) + 1);
+    if (copy) strcpy(copy, name);
+    x->name = copy;
+    x->data = malloc(row_bytes ? row_bytes : 1);
+    d->count++;
+    if (!x->name || !x->data) return tfm_fail("out of memory");
+    x->dtype = (tfm_dtype)d->desc->dtype;
+    x->rank = (size_t)d->desc->rank - 1;
+    for (size_t k = 0; k < x->rank; k++) x->shape[k] = (size_t)d->desc->shape[k + 1];
+    memcpy(x->data, data + r * row_bytes, row_bytes);
+    snprintf(key, sizeof key, "src.%zu", first + r);
+    tfm_vocab_decode(&t->vocab, src + r * t->src_len, t->src_len, " ", text, sizeof text, NULL);
+    if (tfm_meta_set(&d->meta, key, text)) return TFM_FAILED;
+    snprintf(key, sizeof key, "tgt.%zu", first + r);
+    tfm_vocab_decode(&t->vocab, hyp + r * T, T, " ", text, sizeof text, NULL);
+    if (tfm_meta_set(&d->meta, key, text)) return TFM_FAILED;
+  }
+  return TFM_OK;
+}
+
+static int dump_close(Dump *d, const char *path, int status) {
+  if (d->name && !status) {
+    status = tfm_ckpt_save(path, d->tensors, d->count, &d->meta);
+    if (!status) printf("dumped '%s' of %zu pairs to %s\n", d->name, d->count, path);
+  }
+  for (size_t i = 0; i < d->count; i++) {
+    free((char *)d->tensors[i].name);
+    free(d->tensors[i].data);
+  }
+  free(d->tensors);
+  tfm_meta_clear(&d->meta);
+  return status;
+}
+
+/* Translates the test pairs with the decoder --beam selects; prints `show`
+ * of them (with log-probabilities under --scores), exact match and BLEU. */
 static int evaluate_translation(Task *t, tfm_graph *fwd, tfm_pool *pool, size_t show) {
   const tfm_pairs *p = &t->test_pairs;
+  const Cli *c = t->cli;
   if (!p->count) return tfm_fail("no test pairs to evaluate (give --test FILE)");
-  size_t rows = t->rows, T = t->tgt_len, correct = 0, total = 0, shown = 0;
+  size_t rows = t->rows, T = t->tgt_len, V = (size_t)t->model_vocab;
+  size_t correct = 0, total = 0, shown = 0;
   int32_t *src = tfm_graph_buffer(fwd, "src", TFM_ROLE_INPUT, NULL);
   int32_t *ref = malloc(sizeof(int32_t) * rows * T), *hyp = malloc(sizeof(int32_t) * rows * T);
   int32_t *ref_in = malloc(sizeof(int32_t) * rows * T);
-  if (!ref || !hyp || !ref_in) return tfm_fail("out of memory");
+  double *logprob = malloc(sizeof(double) * rows), *score = malloc(sizeof(double) * rows);
+  double *row_lp = malloc(sizeof(double) * V);
+  size_t *length = malloc(sizeof(size_t) * rows);
+  tfm_bleu_stats bleu = {0};
+  Dump dump;
+  int status = dump_open(&dump, t, c);
+  if (!status && (!ref || !hyp || !ref_in || !logprob || !score || !row_lp || !length))
+    status = tfm_fail("out of memory");
   size_t batches = tfm_pairs_batch_count(p, rows);
-  for (size_t b = 0; b < batches; b++) {
+  for (size_t b = 0; !status && b < batches; b++) {
     size_t filled;
     tfm_pair_batch batch = {rows, src, ref_in, ref};
-    if (tfm_pairs_eval_batch(p, b, &batch, &filled)) return TFM_FAILED;
-    greedy_translate(t, fwd, pool, hyp);
-    for (size_t r = 0; r < filled; r++) {
+    if ((status = tfm_pairs_eval_batch(p, b, &batch, &filled))) break;
+    if (c->beam) {
+      status = beam_translate(t, fwd, pool, filled, hyp, logprob, score, length);
+    } else {
+      greedy_translate(t, fwd, pool, hyp, logprob, length, row_lp);
+      for (size_t r = 0; r < filled; r++) score[r] = logprob[r] / tfm_length_penalty(length[r], c->alpha);
+    }
+    for (size_t r = 0; !status && r < filled; r++) {
+      char s[4096], h[4096], w[4096];
       int ok = ids_equal_until_eos(hyp + r * T, ref + r * T, T);
       correct += ok;
       total++;
+      tfm_vocab_decode(&t->vocab, hyp + r * T, T, " ", h, sizeof h, NULL);
+      tfm_vocab_decode(&t->vocab, ref + r * T, T, " ", w, sizeof w, NULL);
+      status = tfm_bleu_add(&bleu, h, w);
       if (shown < show) {
-        char s[2048], h[2048], w[2048];
         tfm_vocab_decode(&t->vocab, src + r * t->src_len, t->src_len, " ", s, sizeof s, NULL);
-        tfm_vocab_decode(&t->vocab, hyp + r * T, T, " ", h, sizeof h, NULL);
-        tfm_vocab_decode(&t->vocab, ref + r * T, T, " ", w, sizeof w, NULL);
-        if (ok) printf("  %s  ->  %s\n", s, h);
-        else printf("  %s  ->  %s   (expected: %s)\n", s, h, w);
+        printf("  %s  ->  %s", s, h);
+        if (!ok) printf("   (expected: %s)", w);
+        if (c->scores) printf("   [logp %.6f, score %.6f]", logprob[r], score[r]);
+        printf("\n");
         shown++;
       }
     }
+    if (!status) status = dump_batch(&dump, t, fwd, pool, hyp, filled, b * rows);
   }
-  printf("exact match: %zu / %zu = %.2f%%\n", correct, total, 100.0 * (double)correct / (double)total);
+  status = dump_close(&dump, c->dump_file, status);
+  if (!status) {
+    char line[256];
+    tfm_bleu_score s = tfm_bleu_compute(&bleu);
+    tfm_bleu_format(&s, line, sizeof line);
+    printf("exact match: %zu / %zu = %.2f%%\n", correct, total, 100.0 * (double)correct / (double)total);
+    printf("%s\n", line);
+  }
   free(ref);
   free(hyp);
   free(ref_in);
-  return TFM_OK;
+  free(logprob);
+  free(score);
+  free(row_lp);
+  free(length);
+  return status;
 }
 
 /* --- commands ------------------------------------------------------------------ */
@@ -278,7 +511,8 @@ static int cmd_train(const char *prog, const Cli *c, tfm_pool *pool) {
   Task t = {.seed = c->seed, .cli = c};
   if (task_shapes(&t) || task_open_train(&t, c)) return fail(prog);
   tfm_train_options o = {.model = &tfm_model, .steps = c->steps, .seed = c->seed,
-                         .save_path = c->save, .save_every = c->every, .resume = c->resume,
+                         .save_path = c->save, .save_every = c->every, .keep = c->keep,
+                         .resume = c->resume,
                          .log_every = c->log_every, .log = stdout, .pool = pool,
                          .next_batch = batch_into, .on_done = evaluate_after_training,
                          .batch_ctx = &t};
@@ -350,6 +584,8 @@ static int cmd_eval_or_translate(const char *prog, const Cli *c, tfm_pool *pool)
   if (!file) return usage_error(prog, "%s", "give the held-out data with --test FILE");
   if (translate && !t.translation)
     return tfm_fail("translate is for translation models; use generate"), fail(prog);
+  if (!t.translation && (c->beam || c->scores || c->dump))
+    return tfm_fail("--beam, --scores and --dump are for translation models"), fail(prog);
   status = t.translation ? tfm_pairs_load(&t.test_pairs, file, &t.vocab, t.src_len, t.tgt_len)
                          : tfm_chars_load(&t.chars, file, &t.vocab, t.window, HELD_OUT);
   double loss = 0;
@@ -370,6 +606,10 @@ static int cmd_generate(const char *prog, const Cli *c, tfm_pool *pool) {
   int status = open_trained(prog, c, &t, &fwd);
   if (status) return status;
   if (t.translation) return tfm_fail("generate is for character models; use translate"), fail(prog);
+  /* A fixed number of characters and no <eos>: generation stays greedy. */
+  if (c->beam || c->dump)
+    return tfm_fail("generate decodes greedily; --beam and --dump are for translate and eval"),
+           fail(prog);
   int32_t *tokens = tfm_graph_buffer(&fwd, "tokens", TFM_ROLE_INPUT, NULL);
   const float *logits = tfm_graph_buffer(&fwd, "logits", TFM_ROLE_OUTPUT, NULL);
   const char *prompt = c->prompt ? c->prompt : "";
@@ -397,6 +637,34 @@ static int cmd_generate(const char *prog, const Cli *c, tfm_pool *pool) {
   tfm_vocab_free(&t.vocab);
   tfm_graph_close(&fwd);
   return 0;
+}
+
+/* average: the mean of the checkpoints' parameters as a new checkpoint. */
+static int cmd_average(const char *prog, const Cli *c) {
+  if (!c->out) return usage_error(prog, "%s", "average needs --out FILE");
+  if (!c->num_paths) return usage_error(prog, "%s", "average needs the checkpoints to average");
+  if (!tfm_model.train) return tfm_fail("model %s has no train graph", tfm_model.name), fail(prog);
+  tfm_graph g;
+  if (tfm_graph_open(&g, tfm_model.train)) return fail(prog);
+  tfm_meta meta = {0};
+  char count[32], vocab_in[4096], vocab_out[4096];
+  snprintf(count, sizeof count, "%zu", c->num_paths);
+  int status = tfm_graph_average(&g, c->paths, c->num_paths, &meta) ||
+               tfm_meta_set(&meta, "tfm.averaged", count) || tfm_graph_save(&g, c->out, &meta);
+  /* The vocabulary beside the last checkpoint goes beside the average. */
+  snprintf(vocab_in, sizeof vocab_in, "%s.vocab", c->paths[c->num_paths - 1]);
+  snprintf(vocab_out, sizeof vocab_out, "%s.vocab", c->out);
+  tfm_vocab vocab = {0};
+  FILE *exists = status ? NULL : fopen(vocab_in, "r");
+  if (exists) {
+    fclose(exists);
+    status = tfm_vocab_read(&vocab, vocab_in) || tfm_vocab_write(&vocab, vocab_out);
+    tfm_vocab_free(&vocab);
+  }
+  if (!status) printf("averaged %zu checkpoints into %s\n", c->num_paths, c->out);
+  tfm_meta_clear(&meta);
+  tfm_graph_close(&g);
+  return status ? fail(prog) : 0;
 }
 
 static void print_graph(const tfm_graph_desc *g) {
@@ -431,16 +699,21 @@ int main(int argc, char **argv) {
     const char **text = !strcmp(a, "--data") ? &c.data : !strcmp(a, "--test") ? &c.test
                       : !strcmp(a, "--save") ? &c.save : !strcmp(a, "--load") ? &c.load
                       : !strcmp(a, "--vocab") ? &c.vocab_path : !strcmp(a, "--prompt") ? &c.prompt
+                      : !strcmp(a, "--alpha") ? &c.alpha_text : !strcmp(a, "--dump") ? &c.dump
+                      : !strcmp(a, "--dump-file") ? &c.dump_file : !strcmp(a, "--out") ? &c.out
                       : NULL;
     uint64_t *num = !strcmp(a, "--steps") ? &c.steps : !strcmp(a, "--every") ? &c.every
                   : !strcmp(a, "--seed") ? &c.seed : !strcmp(a, "--log-every") ? &c.log_every
                   : !strcmp(a, "--threads") ? &c.threads : !strcmp(a, "--length") ? &c.length
-                  : !strcmp(a, "--show") ? &c.show : NULL;
+                  : !strcmp(a, "--show") ? &c.show : !strcmp(a, "--beam") ? &c.beam
+                  : !strcmp(a, "--keep") ? &c.keep : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf(usage, prog);
       return 0;
     } else if (!strcmp(a, "--resume")) {
       c.resume = 1;
+    } else if (!strcmp(a, "--scores")) {
+      c.scores = 1;
     } else if (text || num) {
       if (!next) return usage_error(prog, "%s needs a value", a);
       if (text) *text = next;
@@ -450,12 +723,24 @@ int main(int argc, char **argv) {
       return usage_error(prog, "unknown option '%s'", a);
     } else if (!c.command) {
       c.command = a;
+    } else if (!strcmp(c.command, "average") && c.num_paths < MAX_CHECKPOINTS) {
+      c.paths[c.num_paths++] = a;
     } else {
       return usage_error(prog, "unexpected argument '%s'", a);
     }
   }
   if (!c.command) return usage_error(prog, "%s", "no command given");
   if (c.log_every == 0) c.log_every = 1;
+  if (c.alpha_text) {
+    char *end;
+    errno = 0;
+    c.alpha = strtod(c.alpha_text, &end);
+    if (errno || *end || !*c.alpha_text || !(c.alpha >= 0) || c.alpha > 1e6)
+      return usage_error(prog, "--alpha needs a number >= 0, not '%s'", c.alpha_text);
+  }
+  if (c.beam > 1000) return usage_error(prog, "%s", "--beam is at most 1000");
+  if (c.keep && !c.every) return usage_error(prog, "%s", "--keep needs --every N");
+  if (!strcmp(c.command, "average")) return cmd_average(prog, &c);
   if (!strcmp(c.command, "info")) return cmd_info();
   tfm_pool *pool = NULL;
   if (tfm_pool_create(&pool, (size_t)c.threads)) return fail(prog);
@@ -464,7 +749,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(c.command, "eval") || !strcmp(c.command, "translate"))
     status = cmd_eval_or_translate(prog, &c, pool);
   else if (!strcmp(c.command, "generate")) status = cmd_generate(prog, &c, pool);
-  else status = usage_error(prog, "unknown command '%s' (train, eval, translate, generate, info)", c.command);
+  else status = usage_error(prog, "unknown command '%s' (train, eval, translate, generate, average, info)", c.command);
   tfm_pool_destroy(pool);
   return status;
 }

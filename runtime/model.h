@@ -76,5 +76,9 @@ int tfm_graph_take_init(tfm_graph *dst, const tfm_graph *init);
 /* Checkpoints: every param and state, by name, in safetensors. */
 int tfm_graph_save(const tfm_graph *g, const char *path, const tfm_meta *meta);
 int tfm_graph_load(tfm_graph *g, const char *path, tfm_meta *meta_out);
+/* Loads each checkpoint into g (validated as tfm_graph_load does) and leaves
+ * in g's params their element-wise mean (accumulated in double); the state
+ * and `meta` (may be NULL) are the last file's. See average.c. */
+int tfm_graph_average(tfm_graph *g, const char *const *paths, size_t count, tfm_meta *meta);
 
 #endif

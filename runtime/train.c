@@ -54,6 +54,30 @@ static int save(const tfm_graph *g, const tfm_train_options *o, uint64_t step) {
   return status;
 }
 
+void tfm_step_path(char *buf, size_t size, const char *save_path, uint64_t step) {
+  static const char suffix[] = ".safetensors";
+  size_t n = strlen(save_path), ns = sizeof suffix - 1;
+  int has_suffix = n >= ns && !strcmp(save_path + n - ns, suffix);
+  snprintf(buf, size, "%.*s.step%08llu%s", (int)(has_suffix ? n - ns : n), save_path,
+           (unsigned long long)step, has_suffix ? suffix : "");
+}
+
+/* --keep: the periodic checkpoint of `step` in its own file, and the one
+ * `keep` periods older removed. */
+static int keep_periodic(const tfm_graph *g, const tfm_train_options *o, uint64_t step) {
+  char path[4096];
+  tfm_step_path(path, sizeof path, o->save_path, step);
+  tfm_train_options at_step = *o;
+  at_step.save_path = path;
+  if (save(g, &at_step, step)) return TFM_FAILED;
+  uint64_t span = o->keep * o->save_every;
+  if (step > span) {
+    tfm_step_path(path, sizeof path, o->save_path, step - span);
+    if (remove(path) && file_exists(path)) return tfm_fail("%s: cannot remove it", path);
+  }
+  return TFM_OK;
+}
+
 /* TFM_TEST_KILL_AT_STEP=N makes the process SIGKILL itself right after step
  * N: the crash that --resume must recover from, at a step a test can name. */
 static uint64_t kill_step(void) {
@@ -118,6 +142,9 @@ int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
     }
     int checkpoint = o->save_path && ((o->save_every && step % o->save_every == 0) || step == o->steps);
     if (checkpoint && save(&g, o, step)) goto done;
+    if (checkpoint && o->keep && o->save_every && step % o->save_every == 0 &&
+        keep_periodic(&g, o, step))
+      goto done;
     if (kill_at && step == kill_at) kill(getpid(), SIGKILL); /* see kill_step() */
   }
   if (o->on_done && o->on_done(o->batch_ctx, &g)) goto done;

@@ -18,6 +18,8 @@ typedef struct tfm_train_options {
   uint64_t seed;          /* parameter initialisation (and recorded in checkpoints) */
   const char *save_path;  /* checkpoint file, or NULL */
   uint64_t save_every;    /* also checkpoint every this many steps (0: only at the end) */
+  uint64_t keep;          /* also keep the last `keep` periodic checkpoints, each in its
+                           * own file (tfm_step_path); 0: only save_path */
   int resume;             /* continue from save_path when it exists */
   uint64_t log_every;     /* progress line every this many steps */
   FILE *log;              /* NULL: quiet */
@@ -35,5 +37,9 @@ typedef struct tfm_train_result {
 /* Runs the init graph with `seed` and copies its outputs into g's params. */
 int tfm_initialise(tfm_graph *g, const tfm_model_info *model, uint64_t seed, tfm_pool *pool);
 int tfm_train(const tfm_train_options *options, tfm_train_result *result);
+/* Where the periodic checkpoint of `step` is kept: save_path with
+ * ".step" and the step in 8 digits before a ".safetensors" suffix (else at
+ * the end), e.g. ck.step00000500.safetensors, so names sort by step. */
+void tfm_step_path(char *buf, size_t size, const char *save_path, uint64_t step);
 
 #endif
