@@ -46,7 +46,7 @@ static const char usage[] =
     "  generate  continue --prompt by --length characters (character models, greedy)\n"
     "  average   --out FILE CKPT...: the element-wise mean of the parameters of the\n"
     "            checkpoints (same model), written as a checkpoint (state, metadata and\n"
-    "            vocabulary of the last one)\n"
+    "            vocabulary of the last one, or the vocabulary of --vocab)\n"
     "  info      the model's config and buffers\n"
     "\n"
     "options:\n"
@@ -651,8 +651,10 @@ static int cmd_average(const char *prog, const Cli *c) {
   snprintf(count, sizeof count, "%zu", c->num_paths);
   int status = tfm_graph_average(&g, c->paths, c->num_paths, &meta) ||
                tfm_meta_set(&meta, "tfm.averaged", count) || tfm_graph_save(&g, c->out, &meta);
-  /* The vocabulary beside the last checkpoint goes beside the average. */
-  snprintf(vocab_in, sizeof vocab_in, "%s.vocab", c->paths[c->num_paths - 1]);
+  /* The vocabulary (--vocab, else the one beside the last checkpoint) goes
+   * beside the average. */
+  if (c->vocab_path) snprintf(vocab_in, sizeof vocab_in, "%s", c->vocab_path);
+  else snprintf(vocab_in, sizeof vocab_in, "%s.vocab", c->paths[c->num_paths - 1]);
   snprintf(vocab_out, sizeof vocab_out, "%s.vocab", c->out);
   tfm_vocab vocab = {0};
   FILE *exists = status ? NULL : fopen(vocab_in, "r");

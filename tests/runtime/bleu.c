@@ -48,6 +48,8 @@ int main(void) {
   check_tokens("  spaced   out \n", "spaced out");
   check_tokens("<skipped>x", "x");
   check_tokens("", "");
+  /* Overlapping rules, as sacreBLEU 2.6.0's Tokenizer13a gives them. */
+  check_tokens("x.. y,.z 3.,4 a-1 1-a", "x . . y , . z 3 . , 4 a-1 1 - a");
 
   /* A perfect match is 100. */
   CHECK_NEAR(sentence("the cat sat on the mat", "the cat sat on the mat"), 100.0);
