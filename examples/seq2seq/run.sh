@@ -11,11 +11,11 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=$(cd "${1:-$root/build}" && pwd)
 tfmc=$build/compiler/tfmc
 gen=$build/examples/seq2seq/seq2seq_gen
-score=$build/examples/seq2seq/seq2seq_score
+attention=$build/examples/seq2seq/seq2seq_attention
 out=${OUT:-$build/seq2seq_run}
 seeds=${SEEDS:-1 2 3}
 threads=${THREADS:-2}
-for tool in "$tfmc" "$gen" "$score"; do
+for tool in "$tfmc" "$gen" "$attention"; do
   [ -x "$tool" ] || { echo "run.sh: $tool is missing; build the project first (ninja -C $build)" >&2; exit 2; }
 done
 mkdir -p "$out"
@@ -32,7 +32,7 @@ declare -A build_args=([a]="$root/examples/seq2seq/transformer.tfm"
                        [b]="$root/examples/seq2seq/transformer.tfm -D memory=first"
                        [c]="$root/examples/seq2seq/rnn.tfm"
                        [d]="$root/examples/seq2seq/rnn.tfm --variant gru_additive")
-declare -A steps=([a]=${STEPS_A:-400} [b]=${STEPS_B:-400} [c]=${STEPS_C:-400} [d]=${STEPS_D:-150})
+declare -A steps=([a]=${STEPS_A:-800} [b]=${STEPS_B:-800} [c]=${STEPS_C:-400} [d]=${STEPS_D:-150})
 
 for m in "${models[@]}"; do
   # shellcheck disable=SC2086  # the build arguments are split on purpose
@@ -40,8 +40,6 @@ for m in "${models[@]}"; do
   echo "built $m in $(cat "$out/$m.build_seconds") s: ${label[$m]}"
 done
 
-has_bleu=0
-"$out/model_a" --help | grep -qi bleu && has_bleu=1
 declare -A bleu exact
 for m in "${models[@]}"; do
   for s in $seeds; do
@@ -50,17 +48,12 @@ for m in "${models[@]}"; do
     "$out/model_$m" train --data "$out/train.tsv" --steps "${steps[$m]}" --seed "$s" \
       --save "$ckpt" --threads "$threads" --log-every 100 > "$out/$m.seed$s.train.log"
     t1=$(date +%s)
-    if [ "$has_bleu" = 1 ]; then
-      "$out/model_$m" eval --load "$ckpt" --test "$out/test.tsv" --threads "$threads" \
-        > "$out/$m.seed$s.eval.log"
-      b=$(grep -i bleu "$out/$m.seed$s.eval.log" | grep -o '[0-9]*\.[0-9]*' | head -1)
-      e=$(grep -i 'exact match' "$out/$m.seed$s.eval.log" | grep -o '[0-9.]*%' | tr -d %)
-      e=$(awk -v e="$e" 'BEGIN { printf "%.4f", e / 100 }')
-    else
-      "$out/model_$m" translate --load "$ckpt" --test "$out/test.tsv" --threads "$threads" \
-        > "$out/$m.seed$s.translations"
-      read -r _ e _ b _ < <("$score" < "$out/$m.seed$s.translations")
-    fi
+    # eval prints "exact match: N / M = P%" and "bleu B (...)" (greedy translations).
+    "$out/model_$m" eval --load "$ckpt" --test "$out/test.tsv" --threads "$threads" \
+      > "$out/$m.seed$s.eval.log"
+    b=$(grep '^bleu' "$out/$m.seed$s.eval.log" | awk '{print $2}')
+    e=$(grep '^exact match' "$out/$m.seed$s.eval.log" | grep -o '[0-9.]*%' | tr -d %)
+    e=$(awk -v e="$e" 'BEGIN { printf "%.4f", e / 100 }')
     bleu[$m.$s]=$b
     exact[$m.$s]=$e
     loss=$(grep '^step' "$out/$m.seed$s.train.log" | tail -1 | awk '{print $4}')
@@ -69,16 +62,12 @@ for m in "${models[@]}"; do
 done
 
 # The cross-attention weights of (a), seed 1, for the first test pairs.
-dump_option=$("$out/model_a" --help | grep -o -- '--dump' | head -1 || true)
-if [ -n "$dump_option" ]; then
-  head -4 "$out/test.tsv" > "$out/attention_pairs.tsv"
-  "$out/model_a" translate --load "$out/a.seed1.ckpt" --test "$out/attention_pairs.tsv" \
-    --dump cross_attention "$out/cross_attention_a.txt" > /dev/null
-  echo "cross-attention weights of (a) for 4 test pairs: $out/cross_attention_a.txt"
-else
-  echo "cross-attention weights: not saved; the compiled binary has no 'translate --dump NAME FILE'"
-  echo "  yet (model (a) marks them as its output 'cross_attention' [batch, heads, tgt_len, src_len])"
-fi
+head -4 "$out/test.tsv" > "$out/attention_pairs.tsv"
+"$out/model_a" translate --load "$out/a.seed1.ckpt" --test "$out/attention_pairs.tsv" \
+  --dump cross_attention --dump-file "$out/cross_attention_a.safetensors" > /dev/null
+"$attention" "$out/cross_attention_a.safetensors" > "$out/cross_attention_a.txt"
+echo "cross-attention weights of (a) for 4 test pairs: $out/cross_attention_a.safetensors"
+echo "  (shown as text in $out/cross_attention_a.txt)"
 
 echo
 echo "| model | steps | test BLEU (mean) | exact match (mean) | BLEU per seed | exact match per seed |"
