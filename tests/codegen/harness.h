@@ -28,7 +28,8 @@ typedef struct CgRunOptions {
   double tolerance; /* relative */
   /* Compare each tensor as a whole: |compiled - reference|_2 <= tolerance *
    * max(|reference|_2, 1e-3 sqrt(numel)), instead of element by element
-   * (|c - r| <= tolerance * max(|r|, 1e-3)). Whole models reorder long sums,
+   * (|c - r| <= tolerance * max(s, 1e-3), s = |r|, or sum_k |a||b| for a
+   * dot, whose rounding error scales with that). Whole models reorder long sums,
    * so single tiny elements (a gradient that is zero up to rounding) would
    * fail elementwise while the tensor agrees. */
   bool norm;
