@@ -106,6 +106,14 @@ LLVMValueRef cpu_kernel_arg(CpuGen *gen, LLVMValueRef args, int i, LLVMTypeRef e
   return LLVMBuildBitCast(b, raw, LLVMPointerType(element, 0), "");
 }
 
+void cpu_add_attributes(CpuGen *gen, LLVMValueRef fn, const char *const *names, int count) {
+  for (int i = 0; i < count; i++) {
+    unsigned kind = LLVMGetEnumAttributeKindForName(names[i], strlen(names[i]));
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateEnumAttribute(gen->context, kind, 0));
+  }
+}
+
 LLVMValueRef cpu_kernel_function(CpuGen *gen, int function) {
   const KernelPlan *plan = gen->plan;
   const Kernel *k = &plan->kernels[plan->function_kernel[function]];
@@ -117,11 +125,7 @@ LLVMValueRef cpu_kernel_function(CpuGen *gen, int function) {
   /* Inlined into P_run, every kernel would be compiled twice (the serial
    * call and the pointer passed to tfm_parallel_for). */
   const char *attributes[2] = {"noinline", "nounwind"};
-  for (int i = 0; i < 2; i++) {
-    unsigned kind = LLVMGetEnumAttributeKindForName(attributes[i], strlen(attributes[i]));
-    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateEnumAttribute(gen->context, kind, 0));
-  }
+  cpu_add_attributes(gen, fn, attributes, 2);
   LLVMPositionBuilderAtEnd(gen->builder, LLVMAppendBasicBlockInContext(gen->context, fn, "entry"));
   gen->functions[function] = fn;
   return fn;

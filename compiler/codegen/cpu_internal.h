@@ -54,6 +54,8 @@ LLVMValueRef cpu_element(CpuGen *gen, LLVMTypeRef element, LLVMValueRef base, LL
 LLVMValueRef cpu_kernel_arg(CpuGen *gen, LLVMValueRef args, int i, LLVMTypeRef element);
 /* A new kernel function (internal, of the range type) positioned at its entry. */
 LLVMValueRef cpu_kernel_function(CpuGen *gen, int function);
+/* Adds enum function attributes ("noinline", ...) by name. */
+void cpu_add_attributes(CpuGen *gen, LLVMValueRef fn, const char *const *names, int count);
 
 /* Element `index` (i64) of random node `node`: Philox 4x32-10 as philox.c. */
 LLVMValueRef cpu_philox_uniform(CpuGen *gen, const GraphNode *node, LLVMValueRef offset,
