@@ -66,18 +66,26 @@ static int show_pair(const json_value *info, const unsigned char *data, size_t d
                      const char *name, const json_value *meta, const char *index, int heads_too) {
   const json_value *shape = member(info, "shape"), *offsets = member(info, "data_offsets");
   const json_value *dtype = member(info, "dtype");
-  if (!shape || !offsets || !dtype || dtype->kind != JSON_STRING || strcmp(dtype->string, "F32")) {
-    fprintf(stderr, "seq2seq_attention: tensor %s is not an F32 tensor\n", name);
+  if (!shape || !offsets || !dtype || dtype->kind != JSON_STRING || strcmp(dtype->string, "F32") ||
+      offsets->kind != JSON_ARRAY || offsets->child_count != 2 || !offsets->first_child->is_uint ||
+      !offsets->first_child->next->is_uint) {
+    fprintf(stderr, "seq2seq_attention: tensor %s: not an F32 tensor with a shape and two data_offsets\n", name);
     return 1;
   }
   long dims[3] = {1, 1, 1};
-  size_t rank = shape->child_count;
+  size_t rank = shape->kind == JSON_ARRAY ? shape->child_count : 0;
   if (rank < 2 || rank > 3) {
     fprintf(stderr, "seq2seq_attention: tensor %s has rank %zu, not [heads,] T, S\n", name, rank);
     return 1;
   }
   size_t k = 3 - rank;
-  for (const json_value *d = shape->first_child; d; d = d->next) dims[k++] = (long)d->uint;
+  for (const json_value *d = shape->first_child; d; d = d->next) {
+    if (!d->is_uint || d->uint > 1u << 20) {
+      fprintf(stderr, "seq2seq_attention: tensor %s has a bad shape\n", name);
+      return 1;
+    }
+    dims[k++] = (long)d->uint;
+  }
   long H = dims[0], T = dims[1], S = dims[2];
   size_t begin = (size_t)offsets->first_child->uint, end = (size_t)offsets->first_child->next->uint;
   if (end > data_size || end - begin != sizeof(float) * (size_t)(H * T * S)) {
