@@ -688,24 +688,28 @@ static int read_tensors(const checkpoint *ck, stored_tensor **by_offset) {
   return TFM_OK;
 }
 
-static int load(checkpoint *ck, const tfm_tensor *tensors, size_t count) {
+/* Says which buffer each stored tensor loads into (sets every `target`). */
+typedef int (*attach_targets)(checkpoint *ck, void *context);
+
+static int load(checkpoint *ck, attach_targets attach, void *context) {
   if (read_header(ck) || parse_entries(ck)) return TFM_FAILED;
   stored_tensor **by_offset = malloc((ck->count + 1) * sizeof *by_offset);
   if (!by_offset) return ckpt_fail(ck->path, "out of memory");
   for (size_t i = 0; i < ck->count; i++) by_offset[i] = &ck->tensors[i];
   qsort(by_offset, ck->count, sizeof *by_offset, compare_by_offsets);
   int status = check_layout(ck, by_offset);
-  if (!status) status = match_expected(ck, tensors, count);
+  if (!status) status = attach(ck, context);
   if (!status) status = read_tensors(ck, by_offset);
   free(by_offset);
   return status;
 }
 
-int tfm_ckpt_load(const char *path, const tfm_tensor *tensors, size_t count, tfm_meta *meta) {
+static int open_and_load(const char *path, attach_targets attach, void *context,
+                         tfm_meta *meta) {
   checkpoint ck = {.path = path};
   ck.fd = open(path, O_RDONLY | O_CLOEXEC);
   if (ck.fd < 0) return ckpt_fail(path, "cannot open: %s", strerror(errno));
-  int status = load(&ck, tensors, count);
+  int status = load(&ck, attach, context);
   close(ck.fd);
   free(ck.header);
   json_free(ck.root);
@@ -717,4 +721,64 @@ int tfm_ckpt_load(const char *path, const tfm_tensor *tensors, size_t count, tfm
     tfm_meta_clear(&ck.meta);
   }
   return status;
+}
+
+typedef struct {
+  const tfm_tensor *tensors;
+  size_t count;
+} expected_tensors;
+
+static int attach_expected(checkpoint *ck, void *context) {
+  const expected_tensors *want = context;
+  return match_expected(ck, want->tensors, want->count);
+}
+
+int tfm_ckpt_load(const char *path, const tfm_tensor *tensors, size_t count, tfm_meta *meta) {
+  expected_tensors want = {tensors, count};
+  return open_and_load(path, attach_expected, &want, meta);
+}
+
+/* tfm_ckpt_read's tensors, made to the file's measure as it is parsed. */
+typedef struct {
+  tfm_tensor *tensors;
+  size_t count;
+} read_tensors_out;
+
+static int attach_allocated(checkpoint *ck, void *context) {
+  read_tensors_out *out = context;
+  out->tensors = calloc(ck->count + 1, sizeof *out->tensors);
+  if (!out->tensors) return ckpt_fail(ck->path, "out of memory");
+  for (size_t i = 0; i < ck->count; i++) {
+    stored_tensor *t = &ck->tensors[i];
+    tfm_tensor *mine = &out->tensors[out->count++];
+    mine->name = strdup(t->name);
+    mine->dtype = t->dtype;
+    mine->rank = t->rank;
+    memcpy(mine->shape, t->shape, sizeof t->shape);
+    /* One byte at least, so an empty tensor has a buffer that frees. */
+    mine->data = malloc(t->end - t->begin + 1);
+    if (!mine->name || !mine->data) return ckpt_fail(ck->path, "out of memory");
+    t->target = mine;
+  }
+  return TFM_OK;
+}
+
+int tfm_ckpt_read(const char *path, tfm_tensor **tensors, size_t *count, tfm_meta *meta) {
+  read_tensors_out out = {0};
+  int status = open_and_load(path, attach_allocated, &out, meta);
+  if (status) {
+    tfm_ckpt_free_tensors(out.tensors, out.count);
+    out = (read_tensors_out){0};
+  }
+  *tensors = out.tensors;
+  *count = out.count;
+  return status;
+}
+
+void tfm_ckpt_free_tensors(tfm_tensor *tensors, size_t count) {
+  for (size_t i = 0; tensors && i < count; i++) {
+    free((char *)tensors[i].name);
+    free(tensors[i].data);
+  }
+  free(tensors);
 }

@@ -86,6 +86,14 @@ int tfm_ckpt_save(const char *path, const tfm_tensor *tensors, size_t count,
 int tfm_ckpt_load(const char *path, const tfm_tensor *tensors, size_t count,
                   tfm_meta *meta);
 
+/* Reads every tensor `path` holds, whatever they are: for tools that inspect
+ * a file rather than load a model. Validated as tfm_ckpt_load validates; on
+ * success *tensors holds *count tensors sorted by name, each owning its name
+ * and data (free them with tfm_ckpt_free_tensors), and a non-NULL `meta` is
+ * filled as tfm_ckpt_load fills it. On failure *tensors is NULL, *count 0. */
+int tfm_ckpt_read(const char *path, tfm_tensor **tensors, size_t *count, tfm_meta *meta);
+void tfm_ckpt_free_tensors(tfm_tensor *tensors, size_t count);
+
 /* --- thread pool ---------------------------------------------------------- */
 
 typedef struct tfm_pool tfm_pool;

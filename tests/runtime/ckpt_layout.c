@@ -82,6 +82,21 @@ int main(void) {
     CHECK(memcmp(w, proj_w, 16) == 0 && memcmp(s, emb_scale, 6) == 0);
     CHECK(back.count == (i == 0 ? 1u : 0u));
     tfm_meta_clear(&back);
+
+    /* Read without saying what to expect: the file's own names, sorted. */
+    tfm_tensor *all = NULL;
+    size_t count = 0;
+    CHECK_OK(tfm_ckpt_read(path, &all, &count, &back));
+    CHECK(count == 2);
+    if (all && count == 2) {
+      CHECK(!strcmp(all[0].name, "emb.scale") && all[0].dtype == TFM_BF16 && all[0].rank == 1 &&
+            all[0].shape[0] == 3 && memcmp(all[0].data, emb_scale, 6) == 0);
+      CHECK(!strcmp(all[1].name, "proj.w") && all[1].dtype == TFM_F64 && all[1].rank == 2 &&
+            all[1].shape[0] == 1 && all[1].shape[1] == 2 && memcmp(all[1].data, proj_w, 16) == 0);
+    }
+    CHECK(back.count == (i == 0 ? 1u : 0u));
+    tfm_ckpt_free_tensors(all, count);
+    tfm_meta_clear(&back);
   }
 
   tfm_meta_clear(&meta);

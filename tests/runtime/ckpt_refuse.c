@@ -158,6 +158,11 @@ static void refuse_bit_flips(const unsigned char *good, size_t size) {
   copy[size - 5] ^= 0x10; /* in a.b's bytes */
   write_file(path, copy, size);
   CHECK_REFUSED(load(), path, "tensor 'a.b': checksum mismatch");
+  /* Reading without a model refuses it too, after its buffers were made. */
+  tfm_tensor *all = (tfm_tensor *)1;
+  size_t count = 1;
+  CHECK_REFUSED(tfm_ckpt_read(path, &all, &count, NULL), path, "tensor 'a.b': checksum mismatch");
+  CHECK(all == NULL && count == 0);
   memcpy(copy, good, size);
   char *step = strstr((char *)copy + 8, "\"tfm.step\":\"7\"");
   CHECK(step != NULL);
