@@ -30,7 +30,7 @@ typedef struct Cli {
   uint64_t steps, every, keep, seed, log_every, threads, length, show;
   uint64_t beam;            /* 0: greedy decoding (no --beam) */
   double alpha;
-  int resume, scores;
+  int resume, scores, profile;
   size_t num_paths;         /* average: the checkpoints */
   const char *paths[MAX_CHECKPOINTS];
 } Cli;
@@ -63,6 +63,9 @@ static const char usage[] =
     "  --seed N           initialisation and data order (default 1)\n"
     "  --threads N        worker threads (default: TFM_THREADS or every CPU)\n"
     "  --log-every N      progress line every N steps (default 50)\n"
+    "  --profile          at the end, print to stderr the time of each kernel (calls,\n"
+    "                     total ms, %% of its graph's run time, GFLOP/s, GB/s), per\n"
+    "                     graph, slowest first, then the graph's total\n"
     "  --show N           translations to print after eval (default 5)\n"
     "  --beam N           eval/translate: beam search of width N (default: greedy;\n"
     "                     --beam 1 gives the greedy translations); a translation has\n"
@@ -714,6 +717,8 @@ int main(int argc, char **argv) {
       return 0;
     } else if (!strcmp(a, "--resume")) {
       c.resume = 1;
+    } else if (!strcmp(a, "--profile")) {
+      c.profile = 1;
     } else if (!strcmp(a, "--scores")) {
       c.scores = 1;
     } else if (text || num) {
@@ -746,12 +751,15 @@ int main(int argc, char **argv) {
   if (!strcmp(c.command, "info")) return cmd_info();
   tfm_pool *pool = NULL;
   if (tfm_pool_create(&pool, (size_t)c.threads)) return fail(prog);
+  if (c.profile) tfm_profile_start();
   int status;
   if (!strcmp(c.command, "train")) status = cmd_train(prog, &c, pool);
   else if (!strcmp(c.command, "eval") || !strcmp(c.command, "translate"))
     status = cmd_eval_or_translate(prog, &c, pool);
   else if (!strcmp(c.command, "generate")) status = cmd_generate(prog, &c, pool);
   else status = usage_error(prog, "unknown command '%s' (train, eval, translate, generate, average, info)", c.command);
+  /* Also after a failure: the steps that ran are still worth seeing. */
+  if (c.profile) tfm_profile_report(stderr);
   tfm_pool_destroy(pool);
   return status;
 }

@@ -45,7 +45,8 @@ void *tfm_graph_buffer(tfm_graph *g, const char *name, tfm_role role,
 }
 
 void tfm_graph_run(tfm_graph *g, tfm_pool *pool) {
-  g->desc->run(g->arena.persistent, g->arena.scratch, pool);
+  if (tfm_profiling) tfm_profile_run(g, pool);
+  else g->desc->run(g->arena.persistent, g->arena.scratch, pool);
 }
 
 void tfm_graph_update(tfm_graph *g) {

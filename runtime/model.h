@@ -30,6 +30,13 @@ typedef struct tfm_buffer_desc {
   int64_t shape[TFM_MAX_RANK];
 } tfm_buffer_desc;
 
+/* One kernel of a graph, for --profile: its index in the graph's run is its
+ * position in tfm_graph_desc.kernels. */
+typedef struct tfm_kernel_desc {
+  const char *label;    /* kind, root op and its type, e.g. "dot matmul f32[16,128,1024] (2 ops)" */
+  int64_t flops, bytes; /* nominal, as `tfmc emit kernels` counts them */
+} tfm_kernel_desc;
+
 typedef void (*tfm_run_fn)(uint8_t *persistent, uint8_t *scratch, tfm_pool *pool);
 typedef void (*tfm_update_fn)(uint8_t *persistent, uint8_t *scratch);
 
@@ -40,6 +47,8 @@ typedef struct tfm_graph_desc {
   const tfm_buffer_desc *buffers;
   tfm_run_fn run;      /* every kernel, in order */
   tfm_update_fn update; /* writes each update's value into its param or state */
+  int32_t num_kernels;
+  const tfm_kernel_desc *kernels;
 } tfm_graph_desc;
 
 typedef struct tfm_model_info {
@@ -67,6 +76,12 @@ void *tfm_graph_buffer(tfm_graph *g, const char *name, tfm_role role,
 int64_t tfm_buffer_numel(const tfm_buffer_desc *b);
 int64_t tfm_buffer_bytes(const tfm_buffer_desc *b);
 void tfm_graph_run(tfm_graph *g, tfm_pool *pool);
+/* --profile (profile.c): from tfm_profile_start on, each tfm_graph_run and
+ * each kernel in it is timed; tfm_profile_report prints, per graph that ran,
+ * its kernels by total time, then the graph's own time. */
+void tfm_profile_start(void);
+void tfm_profile_report(FILE *out);
+void tfm_profile_run(tfm_graph *g, tfm_pool *pool); /* tfm_graph_run while profiling */
 void tfm_graph_update(tfm_graph *g);
 /* Copies every param (and state) of src into the same-named one of dst;
  * refuses a shape or dtype mismatch. Buffers dst lacks are skipped. */

@@ -114,6 +114,15 @@ size_t tfm_pool_threads(const tfm_pool *pool);
  * calling thread. */
 int tfm_parallel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx);
 
+/* What generated code calls for the kernel at index `kernel` of the running
+ * graph: tfm_parallel_for, timed when profiling is on (tfm_profile_start in
+ * model.h). */
+int tfm_kernel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx, int32_t kernel);
+/* profile.c's side of tfm_kernel_for: whether it times, and where it adds. */
+extern int tfm_profiling;
+void tfm_profile_kernel(int32_t kernel, int64_t ns);
+int64_t tfm_profile_now_ns(void);
+
 /* A 64-byte-aligned block of at least `bytes` that belongs to the calling
  * thread and lives as long as it (generated GEMMs pack operands into it);
  * reused by later calls on the same thread. Out of memory ends the process

@@ -165,6 +165,17 @@ int tfm_parallel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx) {
   return TFM_OK;
 }
 
+/* Here rather than in profile.c: models loaded with dlopen resolve it in
+ * any program that links tfm_parallel_for, profiling or not. One well
+ * predicted branch when profiling is off. */
+int tfm_kernel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx, int32_t kernel) {
+  if (!tfm_profiling) return tfm_parallel_for(pool, n, fn, ctx);
+  int64_t start = tfm_profile_now_ns();
+  int status = tfm_parallel_for(pool, n, fn, ctx);
+  tfm_profile_kernel(kernel, tfm_profile_now_ns() - start);
+  return status;
+}
+
 /* The scratch block of each thread: a thread-local pointer for the fast
  * path, and a key whose destructor frees it when the thread ends. */
 static _Thread_local void *scratch;

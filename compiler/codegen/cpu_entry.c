@@ -1,15 +1,17 @@
 /* The entry points: P_run calls the kernels in plan order, each over its
- * range through tfm_parallel_for; P_update applies the updates. */
+ * range through tfm_kernel_for (tfm_parallel_for, timed under --profile);
+ * P_update applies the updates. */
 #include <stdio.h>
 
 #include "cpu_internal.h"
 
-static LLVMValueRef declare_parallel_for(CpuGen *gen) {
-  /* int tfm_parallel_for(tfm_pool *, size_t n, tfm_range_fn, void *ctx) */
-  LLVMTypeRef params[4] = {gen->ptr, gen->i64, LLVMPointerType(gen->range_fn, 0), gen->ptr};
-  LLVMTypeRef type = LLVMFunctionType(gen->i32, params, 4, false);
-  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, "tfm_parallel_for");
-  return fn ? fn : LLVMAddFunction(gen->module, "tfm_parallel_for", type);
+static LLVMValueRef declare_kernel_for(CpuGen *gen) {
+  /* int tfm_kernel_for(tfm_pool *, size_t n, tfm_range_fn, void *ctx, int32_t kernel) */
+  LLVMTypeRef params[5] = {gen->ptr, gen->i64, LLVMPointerType(gen->range_fn, 0), gen->ptr,
+                           gen->i32};
+  LLVMTypeRef type = LLVMFunctionType(gen->i32, params, 5, false);
+  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, "tfm_kernel_for");
+  return fn ? fn : LLVMAddFunction(gen->module, "tfm_kernel_for", type);
 }
 
 static LLVMValueRef buffer_address(CpuGen *gen, LLVMValueRef persistent, LLVMValueRef scratch,
@@ -40,8 +42,8 @@ static void emit_run(CpuGen *gen) {
   cpu_add_attributes(gen, fn, attributes, 2);
   LLVMValueRef persistent = LLVMGetParam(fn, 0), scratch = LLVMGetParam(fn, 1);
   LLVMValueRef pool = LLVMGetParam(fn, 2);
-  LLVMValueRef parallel_for = declare_parallel_for(gen);
-  LLVMTypeRef pf_type = LLVMGlobalGetValueType(parallel_for);
+  LLVMValueRef kernel_for = declare_kernel_for(gen);
+  LLVMTypeRef kf_type = LLVMGlobalGetValueType(kernel_for);
   int most_args = 1;
   for (int i = 0; i < plan->num_kernels; i++)
     if (plan->kernels[i].num_args > most_args)
@@ -50,7 +52,7 @@ static void emit_run(CpuGen *gen) {
    * next kernel fills it. */
   LLVMValueRef slots = LLVMBuildArrayAlloca(b, gen->ptr, cpu_i64(gen, most_args), "args");
   LLVMValueRef ctx = LLVMBuildBitCast(b, slots, gen->ptr, "");
-  /* Straight-line code, one tfm_parallel_for per kernel (a NULL pool runs
+  /* Straight-line code, one tfm_kernel_for per kernel (a NULL pool runs
    * it on the caller): a branch per kernel made LLVM's jump threading
    * quadratic in the number of kernels (minutes for the base Transformer). */
   for (int ki = 0; ki < plan->num_kernels; ki++) {
@@ -58,8 +60,10 @@ static void emit_run(CpuGen *gen) {
     for (int i = 0; i < k->num_args; i++)
       LLVMBuildStore(b, buffer_address(gen, persistent, scratch, k->args[i]),
                      cpu_element(gen, gen->ptr, slots, cpu_i64(gen, i)));
-    LLVMValueRef call[4] = {pool, cpu_i64(gen, k->rows), gen->functions[k->function], ctx};
-    LLVMBuildCall2(b, pf_type, parallel_for, call, 4, "");
+    /* The kernel's index, for --profile: its entry in PREFIX_kernels. */
+    LLVMValueRef call[5] = {pool, cpu_i64(gen, k->rows), gen->functions[k->function], ctx,
+                            LLVMConstInt(gen->i32, (unsigned long long)ki, false)};
+    LLVMBuildCall2(b, kf_type, kernel_for, call, 5, "");
   }
   LLVMBuildRetVoid(b);
 }

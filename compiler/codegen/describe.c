@@ -1,6 +1,7 @@
 /* The descriptions a compiled binary carries for the runtime: for each
  * graph a tfm_graph_desc (runtime/model.h) naming every input, param, state
- * and output with its dtype, shape, region and offset, and one
+ * and output with its dtype, shape, region and offset, and listing its
+ * kernels (a label, FLOPs and bytes, for --profile), and one
  * tfm_model_info tying the graphs together. They are LLVM constants whose
  * struct layouts follow the C structs field for field (the data layout adds
  * the same padding a C compiler would). */
@@ -73,8 +74,41 @@ static LLVMValueRef buffer_desc(Emitter *e, const KernelPlan *plan, GraphId node
 
 /* runtime/model.h: tfm_graph_desc */
 static LLVMTypeRef graph_type(Emitter *e) {
-  LLVMTypeRef fields[] = {e->i8p, e->i64, e->i64, e->i32, e->i8p, e->i8p, e->i8p};
-  return LLVMStructTypeInContext(e->ctx, fields, 7, 0);
+  LLVMTypeRef fields[] = {e->i8p, e->i64, e->i64, e->i32, e->i8p, e->i8p, e->i8p, e->i32, e->i8p};
+  return LLVMStructTypeInContext(e->ctx, fields, 9, 0);
+}
+
+/* runtime/model.h: tfm_kernel_desc */
+static LLVMTypeRef kernel_type(Emitter *e) {
+  LLVMTypeRef fields[] = {e->i8p, e->i64, e->i64};
+  return LLVMStructTypeInContext(e->ctx, fields, 3, 0);
+}
+
+/* Short enough for one profile row: the kind, the root's op and type, and
+ * how many ops were fused into it (`tfmc emit kernels` lists them). */
+static LLVMValueRef kernel_desc(Emitter *e, const KernelPlan *plan, int ki) {
+  const Kernel *k = &plan->kernels[ki];
+  const GraphNode *root = graph_node(plan->graph, k->root);
+  char type[160], label[256];
+  graph_format_type(type, sizeof type, root->dtype, &root->shape);
+  snprintf(label, sizeof label, "%s %s %s (%d op%s)", kernel_kind_name(k->kind),
+           graph_op_name(root->op), type, k->num_nodes, k->num_nodes == 1 ? "" : "s");
+  LLVMValueRef fields[] = {string_ptr(e, label),
+                           LLVMConstInt(e->i64, (unsigned long long)kernel_flops(plan, ki), 0),
+                           LLVMConstInt(e->i64, (unsigned long long)kernel_bytes(plan, ki), 0)};
+  return LLVMConstStructInContext(e->ctx, fields, 3, 0);
+}
+
+static LLVMValueRef kernel_table(Emitter *e, const KernelPlan *plan, const char *prefix) {
+  LLVMValueRef *descs = calloc((size_t)plan->num_kernels + 1, sizeof *descs);
+  if (!descs) return NULL;
+  for (int i = 0; i < plan->num_kernels; i++) descs[i] = kernel_desc(e, plan, i);
+  char sym[256];
+  snprintf(sym, sizeof sym, "%s_kernels", prefix);
+  LLVMValueRef table = constant_global(
+      e, LLVMConstArray(kernel_type(e), descs, (unsigned)plan->num_kernels), sym, 0);
+  free(descs);
+  return table;
 }
 
 DescribedBuffer *describe_buffers(const KernelPlan *plan, int *count) {
@@ -129,15 +163,22 @@ bool describe_graph(CpuModule *module, const KernelPlan *plan, const char *prefi
     snprintf(err, err_size, "describe: %s has no %s or %s", graph_name, run, update);
     return false;
   }
+  LLVMValueRef kernels = kernel_table(&e, plan, prefix);
+  if (!kernels) {
+    snprintf(err, err_size, "describe: out of memory");
+    return false;
+  }
   LLVMValueRef fields[] = {string_ptr(&e, graph_name),
                            LLVMConstInt(e.i64, (unsigned long long)plan->persistent_bytes, 0),
                            LLVMConstInt(e.i64, (unsigned long long)plan->scratch_bytes, 0),
                            LLVMConstInt(e.i32, (unsigned long long)n, 0),
                            LLVMConstBitCast(table, e.i8p),
                            LLVMConstBitCast(run_fn, e.i8p),
-                           LLVMConstBitCast(update_fn, e.i8p)};
+                           LLVMConstBitCast(update_fn, e.i8p),
+                           LLVMConstInt(e.i32, (unsigned long long)plan->num_kernels, 0),
+                           LLVMConstBitCast(kernels, e.i8p)};
   snprintf(sym, sizeof sym, "%s_desc", prefix);
-  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 7, 0), sym, 1);
+  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 9, 0), sym, 1);
   return true;
 }
 

@@ -109,6 +109,8 @@ const KernelBuffer *kernel_plan_buffer(const KernelPlan *plan, GraphId node);
 /* Human-readable listing (tfmc emit kernels): one kernel a line with its
  * fused nodes and buffers, then the buffers. */
 void kernel_plan_print(const KernelPlan *plan, FILE *out);
+/* "loop", "dot" or "scatter": the listing's and --profile's name of a kind. */
+const char *kernel_kind_name(KernelKind kind);
 
 /* Nominal cost of one kernel (kernel_cost.c): floating-point operations
  * and the bytes of its argument buffers. */

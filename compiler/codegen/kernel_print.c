@@ -1,7 +1,7 @@
 /* The text listing of a plan (tfmc emit kernels). */
 #include "kernel.h"
 
-static const char *kind_name(KernelKind kind) {
+const char *kernel_kind_name(KernelKind kind) {
   switch (kind) {
   case KERNEL_DOT: return "dot";
   case KERNEL_SCATTER: return "scatter";
@@ -27,7 +27,7 @@ void kernel_plan_print(const KernelPlan *plan, FILE *out) {
   for (int ki = 0; ki < plan->num_kernels; ki++) {
     const Kernel *k = &plan->kernels[ki];
     fprintf(out, "kernel %d fn %d %s rows=%lld outer=%d flops=%lld bytes=%lld:", ki, k->function,
-            kind_name(k->kind), (long long)k->rows, k->outer_axes,
+            kernel_kind_name(k->kind), (long long)k->rows, k->outer_axes,
             (long long)kernel_flops(plan, ki), (long long)kernel_bytes(plan, ki));
     for (int i = 0; i < k->num_nodes; i++)
       fprintf(out, " %s%s%%%d", is_hoisted(k, k->nodes[i]) ? "^" : "",

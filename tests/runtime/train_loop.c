@@ -52,8 +52,8 @@ static const tfm_buffer_desc init_buffers[] = {
     {"seed", TFM_ROLE_INPUT, TFM_I32, TFM_REGION_SCRATCH, 0, 0, {0}},
     {"w", TFM_ROLE_OUTPUT, TFM_F32, TFM_REGION_SCRATCH, 1, 4, {2}},
 };
-static const tfm_graph_desc train_graph = {"train", 12, 28, 5, train_buffers, train_run, train_update};
-static const tfm_graph_desc init_graph = {"init", 0, 12, 2, init_buffers, init_run, NULL};
+static const tfm_graph_desc train_graph = {"train", 12, 28, 5, train_buffers, train_run, train_update, 0, NULL};
+static const tfm_graph_desc init_graph = {"init", 0, 12, 2, init_buffers, init_run, NULL, 0, NULL};
 static const tfm_model_info model = {"toy", "toy.tfm", 0, NULL, NULL, &init_graph, &train_graph, NULL};
 
 /* x depends only on the step: x = (step % 3, 1); step 5 is NaN when asked. */
