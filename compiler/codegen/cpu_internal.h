@@ -48,6 +48,11 @@ LLVMValueRef cpu_intrinsic(CpuGen *gen, const char *name, LLVMTypeRef *types, in
 LLVMValueRef cpu_libcall(CpuGen *gen, const char *name, LLVMTypeRef result, LLVMTypeRef *params,
                          LLVMValueRef *args, int num_args);
 
+/* expf / tanhf of an f32 as inline arithmetic (cpu_math.c), so that loops
+ * over them vectorize. */
+LLVMValueRef cpu_exp_f32(CpuGen *gen, LLVMValueRef x);
+LLVMValueRef cpu_tanh_f32(CpuGen *gen, LLVMValueRef x);
+
 /* Typed pointer to element `index` of `base`. */
 LLVMValueRef cpu_element(CpuGen *gen, LLVMTypeRef element, LLVMValueRef base, LLVMValueRef index);
 /* The kernel's buffer argument `i` as a pointer to `element`. */

@@ -125,13 +125,17 @@ static LLVMValueRef emit_unary(Emitter *e, const GraphNode *n, LLVMValueRef x) {
   bool fl = is_float(n);
   switch (n->op) {
   case GRAPH_OP_NEG: return fl ? LLVMBuildFNeg(b, x, "") : LLVMBuildNeg(b, x, "");
-  case GRAPH_OP_EXP: return math1(e, "expf", "exp", n, x);
+  case GRAPH_OP_EXP:
+    if (t == e->gen->f32 && !e->gen->gpu_threads) return cpu_exp_f32(e->gen, x);
+    return math1(e, "expf", "exp", n, x);
   case GRAPH_OP_LOG: return math1(e, "logf", "log", n, x);
   case GRAPH_OP_SQRT: return cpu_intrinsic(e->gen, "llvm.sqrt", &t, 1, &x, 1);
   case GRAPH_OP_RSQRT:
     return LLVMBuildFDiv(b, LLVMConstReal(t, 1.0), cpu_intrinsic(e->gen, "llvm.sqrt", &t, 1, &x, 1),
                          "");
-  case GRAPH_OP_TANH: return math1(e, "tanhf", "tanh", n, x);
+  case GRAPH_OP_TANH:
+    if (t == e->gen->f32 && !e->gen->gpu_threads) return cpu_tanh_f32(e->gen, x);
+    return math1(e, "tanhf", "tanh", n, x);
   case GRAPH_OP_SIN: return math1(e, "sinf", "sin", n, x);
   case GRAPH_OP_COS: return math1(e, "cosf", "cos", n, x);
   case GRAPH_OP_RECIP: return LLVMBuildFDiv(b, LLVMConstReal(t, 1.0), x, "");

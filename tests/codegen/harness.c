@@ -241,7 +241,7 @@ static bool same(const char *name, const char *what, const KernelPlan *plan, con
     double magnitude = scale.data ? eval_tensor_get(&scale, i) : fabs(want);
     ok = t->dtype == GRAPH_I32 ? have == want
          : isnan(want)         ? isnan(have)
-                               : fabs(have - want) <= tol * fmax(magnitude, 1e-3);
+                               : have == want || fabs(have - want) <= tol * fmax(magnitude, 1e-3);
     if (!ok)
       fprintf(stderr, "%s: %s (node %d) element %lld: compiled %.9g, reference %.9g (scale %.3g)\n",
               name, what, id, (long long)i, have, want, magnitude);

@@ -117,6 +117,33 @@ static void elementwise(void) {
   cg_check_graph("cmpeq max min with ties", g, fill_small_integers);
 }
 
+/* exp and tanh of f32 are inline polynomials on the CPU (cpu_math.c), not
+ * libm: swept over their whole range and the edges (overflow, the
+ * subnormal range, the switch between tanh's two forms, NaN, infinities,
+ * -0), element by element within 1e-6 (a few ulp) of the evaluator. */
+static void fill_math_sweep(const Graph *g, EvalValues *ref) {
+  static const double edges[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 88.72, 88.73, 89.0,
+                                 -87.33, -100.0, -103.9, -104.0, -110.0, 0.624999, -0.624999,
+                                 0.625, -0.625, 9.0, -9.0, 20.0, -20.0, 1e-30, -1e-30};
+  const int n_edges = (int)(sizeof edges / sizeof *edges);
+  EvalTensor *t = eval_tensor(ref, graph_find_leaf(g, "x"));
+  for (int64_t i = 0; i < t->numel; i++)
+    eval_tensor_set(t, i, i < n_edges ? edges[i] : -110.0 + 220.0 * (double)i / (double)t->numel);
+}
+
+static void math_sweep(void) {
+  Graph *g = graph_new();
+  GraphId x = in(g, "x", GRAPH_F32, SHAPE(40000));
+  graph_output(g, "exp", graph_unary(g, GRAPH_OP_EXP, x));
+  graph_output(g, "tanh", graph_unary(g, GRAPH_OP_TANH, x));
+  EvalValues *ref = cg_reference(g, GRAPH_F32, 1);
+  fill_math_sweep(g, ref);
+  CgRunOptions options = {.steps = 1, .tolerance = 1e-6};
+  CG_CHECK(cg_run("exp tanh sweep", g, ref, &options));
+  eval_free(ref);
+  graph_free(g);
+}
+
 static void select_case(void) {
   Graph *g = graph_new();
   GraphId c = in(g, "c", GRAPH_I32, SHAPE(4, 7));
@@ -367,6 +394,7 @@ static void run_modes(void) {
 int main(void) {
   cg_start("codegen_ops");
   elementwise();
+  math_sweep();
   select_case();
   cast_case();
   reductions();
