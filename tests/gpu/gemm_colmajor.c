@@ -4,9 +4,13 @@
  * tfm_gpu_gemm_colmajor gives (its first operand the row-major B buffer),
  * must compute the row-major C = op(A) op(B) a naive triple loop does, for
  * every transpose pair, batches, and an operand shared by every batch
- * (stride 0). Small integers keep every sum exact. */
+ * (stride 0). Small integers keep every sum exact. And without a driver,
+ * tfm_gpu_gemm itself fails cleanly. */
+#define _POSIX_C_SOURCE 200809L
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpu.h"
 
@@ -68,7 +72,27 @@ static void check(int ta, int tb, int m, int n, int k, int batch, int share_a, i
   free(got);
 }
 
+/* Without a driver, tfm_gpu_gemm fails with one line, never crashes:
+ * cuBLAS missing, or present (as with the toolkit installed) but unable to
+ * create its handle. With a driver there is no context here to call it in. */
+static void no_driver(void) {
+  void *driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (driver) {
+    printf("skip  a CUDA driver is installed: tests/gpu/run.sh runs cuBLAS\n");
+    return;
+  }
+  int64_t d[9] = {0, 0, 2, 2, 2, 1, 4, 4, 4};
+  int status = tfm_gpu_gemm(d, 0, 0, 0);
+  const char *missing = "cuBLAS not found (libcublas.so): build without --gemm=cublas or install "
+                        "the CUDA toolkit's cuBLAS";
+  int ok = status == TFM_FAILED &&
+           (!strcmp(tfm_error(), missing) || !strncmp(tfm_error(), "cuBLAS: ", 8));
+  printf("%s  no driver: tfm_gpu_gemm said \"%s\"\n", ok ? "ok  " : "FAIL", tfm_error());
+  failures += !ok;
+}
+
 int main(void) {
+  no_driver();
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++) {
       check(ta, tb, 3, 5, 4, 1, 0, 0);
