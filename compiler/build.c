@@ -86,11 +86,13 @@ static void compile_graph(Compiled *c) {
     /* --target cuda: the kernels become PTX, the host module launches them. */
     if (c->options->cuda) {
       stage = "PTX generation for";
-      PtxOptions po = {.arch = c->options->gpu_arch, .prefix = c->prefix};
+      PtxOptions po = {.arch = c->options->gpu_arch, .prefix = c->prefix,
+                       .cublas = c->options->cublas};
       ptx = ptx_compile(c->plan, &po, err, sizeof err);
     }
     if (ptx || !c->options->cuda) {
-      CpuOptions o = {.cpu = c->options->cpu, .prefix = c->prefix, .gpu_ptx = ptx};
+      CpuOptions o = {.cpu = c->options->cpu, .prefix = c->prefix, .gpu_ptx = ptx,
+                      .gpu_cublas = c->options->cublas};
       c->module = cpu_compile(c->plan, &o, err, sizeof err);
     }
     free(ptx);

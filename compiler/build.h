@@ -11,6 +11,7 @@ typedef struct BuildOptions {
   const char *header;   /* with shared: where the header goes */
   int cuda;             /* --target cuda: kernels as PTX, launched through the CUDA driver */
   const char *gpu_arch; /* with cuda: "sm_80" (NULL) or "sm_90" */
+  int cublas;           /* with cuda, --gemm=cublas: f32 dots call cuBLAS instead of PTX */
 } BuildOptions;
 
 /* 0 on success; errors are reported through diag. */

@@ -50,6 +50,10 @@ static const char usage_text[] =
     "                  kernels launched through the CUDA driver, loaded at run time;\n"
     "                  emit kernels adds each kernel's registers and spills)\n"
     "  --gpu-arch A    build --target cuda, emit ptx|kernels: sm_80 (default) or sm_90\n"
+    "  --gemm=G        build --target cuda, emit ptx: generated (default: contractions\n"
+    "                  as PTX kernels) or cublas (f32 contractions call cuBLAS's\n"
+    "                  cublasSgemmStridedBatched, loaded at run time; emit ptx leaves\n"
+    "                  them out)\n"
     "  --shared        build: a shared library (the runtime inside) plus a C header\n"
     "                  for embedding, instead of an executable\n"
     "  --header FILE   build --shared: the header's path (default: OUT with .h\n"
@@ -195,7 +199,8 @@ static int emit_code(const Graph *g, int form, const char *cpu, const BuildOptio
     if (build->cuda && ptx_report_resources(plan, build->gpu_arch, stdout, err, sizeof err))
       fprintf(stderr, "tfmc: %s\n", err), status = 1;
   } else if (form == 6) {
-    char *ptx = ptx_compile(plan, &(PtxOptions){.arch = build->gpu_arch}, err, sizeof err);
+    char *ptx = ptx_compile(plan, &(PtxOptions){.arch = build->gpu_arch, .cublas = build->cublas},
+                            err, sizeof err);
     if (ptx) fputs(ptx, stdout);
     else fprintf(stderr, "tfmc: PTX generation: %s\n", err), status = 1;
     free(ptx);
@@ -249,6 +254,12 @@ int main(int argc, char **argv) {
       } else {
         return usage_error("--target: unknown '%s' (cpu, cuda)", v);
       }
+    } else if (!strcmp(a, "--gemm") || !strncmp(a, "--gemm=", 7)) {
+      const char *v = a[6] ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!v) return usage_error("%s needs an argument", a);
+      if (strcmp(v, "generated") && strcmp(v, "cublas"))
+        return usage_error("--gemm: unknown '%s' (generated, cublas)", v);
+      build.cublas = v[0] == 'c';
     } else if (!strcmp(a, "-o") || !strcmp(a, "--cpu")) {
       if (i + 1 >= argc) return usage_error("%s needs an argument", a);
       if (a[1] == 'o') build.output = argv[++i];
@@ -292,6 +303,9 @@ int main(int argc, char **argv) {
                        "x86-64-v4, haswell, skylake, skylake-avx512, icelake-server, "
                        "sapphirerapids, znver1, znver2, znver3)", build.cpu);
   if (!opt.path) return usage_error("%s: no input file", command);
+  /* cuBLAS runs on the GPU only: a CPU build's dots are its own GEMM. */
+  if (build.cublas && !(!strcmp(command, "build") ? build.cuda : form == 6))
+    return usage_error("%s", "--gemm=cublas goes with build --target cuda or emit ptx");
 
   if (!strcmp(command, "build")) {
     if (!build.output) return usage_error("%s", "build: give the executable's name with -o FILE");

@@ -1,5 +1,6 @@
 /* The host side of a GPU graph: one device arena per program, kernels
- * launched in plan order through the driver (runtime/cuda.c). */
+ * launched in plan order through the driver (runtime/cuda.c), the dots of
+ * a --gemm=cublas build called through cuBLAS (runtime/cublas.c). */
 #include "gpu.h"
 
 #include <stdio.h>
@@ -55,7 +56,9 @@ static GpuState *load(const tfm_gpu_program *p) {
   }
   if (tfm_cuda_module_load(cuda, p->ptx, &s->module)) refuse();
   for (int64_t i = 0; i < p->num_launches; i++)
-    if (tfm_cuda_kernel_get(cuda, s->module, p->launches[i].entry, &s->kernels[i])) refuse();
+    if (!p->launches[i].gemm &&
+        tfm_cuda_kernel_get(cuda, s->module, p->launches[i].entry, &s->kernels[i]))
+      refuse();
   int64_t bytes = tfm_gpu_scratch_offset(p) + p->scratch_bytes;
   if (tfm_cuda_alloc(cuda, (size_t)(bytes > 0 ? bytes : 1), &s->arena)) refuse();
   return s;
@@ -81,6 +84,12 @@ void tfm_gpu_run(const tfm_gpu_program *p, uint8_t *persistent, uint8_t *scratch
   for (int64_t i = 0; i < p->num_launches; i++) {
     int64_t items;
     tfm_gpu_pack(p, i, dev_persistent, dev_scratch, pointers, &items, params);
+    const tfm_gpu_launch *l = &p->launches[i];
+    if (l->gemm) { /* a dot of x with itself has one input buffer */
+      if (tfm_gpu_gemm(l->gemm, pointers[0], pointers[1], pointers[l->num_args > 2 ? 2 : 1]))
+        refuse();
+      continue;
+    }
     unsigned grid[3] = {tfm_gpu_blocks(items, p->block_threads), 1, 1};
     unsigned block[3] = {(unsigned)p->block_threads, 1, 1};
     /* Launches are asynchronous: the parameters are copied at the call. */

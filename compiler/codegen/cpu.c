@@ -152,6 +152,7 @@ CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *
                 .prefix = prefix,
                 .vector_bits = vector_bits(options ? options->cpu : NULL),
                 .gpu_ptx = options ? options->gpu_ptx : NULL,
+                .gpu_cublas = options && options->gpu_cublas,
                 .gpu_threads = options && options->gpu_threads};
   gen.builder = LLVMCreateBuilderInContext(m->context);
   cpu_init_types(&gen);

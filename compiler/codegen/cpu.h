@@ -26,6 +26,9 @@ typedef struct CpuOptions {
   /* When set, the module is the host side of a CUDA build (gpu_host.c):
    * P_run launches the plan's kernels from this PTX through the runtime. */
   const char *gpu_ptx;
+  /* With gpu_ptx: the dots ptx_dot_on_cublas accepts are cuBLAS calls
+   * (--gemm=cublas; the PTX was compiled with PtxOptions.cublas). */
+  bool gpu_cublas;
   /* Dots as the GPU computes them (ptx_dot.c: one work item per element
    * of C), for a ptx_thread_plan run on the CPU to test the GPU kernels. */
   bool gpu_threads;

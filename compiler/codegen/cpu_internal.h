@@ -21,6 +21,7 @@ typedef struct CpuGen {
   int vector_bits;             /* of the target's widest float vectors: 512 or 256 */
   LLVMValueRef gemm[2][2][2];  /* [f64][ta][tb]: the module's GEMM functions, made on use */
   const char *gpu_ptx;         /* CpuOptions.gpu_ptx */
+  bool gpu_cublas;             /* CpuOptions.gpu_cublas */
   bool gpu_threads;            /* CpuOptions.gpu_threads */
 } CpuGen;
 

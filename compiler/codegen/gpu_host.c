@@ -44,17 +44,21 @@ static LLVMValueRef emit_program(CpuGen *gen, const char *ptx) {
   LLVMValueRef *launches = calloc((size_t)plan->num_kernels + 1, sizeof(LLVMValueRef));
   if (!regions || !offsets || !down_offsets || !down_bytes || !launches)
     abort();
-  LLVMTypeRef fields[12] = {gen->ptr, gen->i64, gen->i64, gen->i64};
-  LLVMTypeRef launch_type = LLVMStructTypeInContext(gen->context, fields, 4, false);
+  LLVMTypeRef fields[12] = {gen->ptr, gen->i64, gen->i64, gen->i64, gen->ptr};
+  LLVMTypeRef launch_type = LLVMStructTypeInContext(gen->context, fields, 5, false);
   int arg = 0;
   for (int k = 0; k < plan->num_kernels; k++) {
     const Kernel *kernel = &plan->kernels[k];
     char entry[160];
     ptx_entry_name(gen->prefix, kernel->function, entry, sizeof entry);
-    LLVMValueRef values[4] = {text_global(gen, entry, "entry"),
-                              cpu_i64(gen, ptx_work_items(plan, k)),
-                              cpu_i64(gen, kernel->num_args), cpu_i64(gen, arg)};
-    launches[k] = LLVMConstNamedStruct(launch_type, values, 4);
+    int64_t desc[PTX_GEMM_FIELDS];
+    bool cublas = gen->gpu_cublas && ptx_dot_on_cublas(plan, k, desc);
+    LLVMValueRef values[5] = {
+        cublas ? LLVMConstNull(gen->ptr) : text_global(gen, entry, "entry"),
+        cpu_i64(gen, ptx_work_items(plan, k)), cpu_i64(gen, kernel->num_args),
+        cpu_i64(gen, arg),
+        cublas ? i64_array(gen, desc, PTX_GEMM_FIELDS, "gemm") : LLVMConstNull(gen->ptr)};
+    launches[k] = LLVMConstNamedStruct(launch_type, values, 5);
     for (int i = 0; i < kernel->num_args; i++, arg++) {
       const KernelBuffer *b = &plan->buffers[kernel->args[i]];
       regions[arg] = b->region == KERNEL_PERSISTENT ? 0 : 1; /* tfm_region */

@@ -183,12 +183,22 @@ static void allow_inlining(CpuGen *gen, LLVMValueRef fn) {
                           LLVMCreateEnumAttribute(gen->context, kind, 0));
 }
 
-static bool generate(CpuGen *gen, LLVMValueRef *entries) {
+/* With cublas, the dots cuBLAS computes get neither a function nor an
+ * entry (entries[f] stays NULL). */
+static bool generate(CpuGen *gen, LLVMValueRef *entries, bool cublas) {
   const KernelPlan *plan = gen->plan;
+  bool *skip = calloc((size_t)plan->num_functions + 1, sizeof *skip);
+  if (!skip)
+    abort(); /* out of memory while building LLVM IR */
   for (int f = 0; f < plan->num_functions; f++) {
     const Kernel *k = &plan->kernels[plan->function_kernel[f]];
-    if (k->num_args > KERNEL_MAX_ARGS_PTX)
+    int64_t desc[PTX_GEMM_FIELDS];
+    if (cublas && (skip[f] = ptx_dot_on_cublas(plan, plan->function_kernel[f], desc)))
+      continue;
+    if (k->num_args > KERNEL_MAX_ARGS_PTX) {
+      free(skip);
       return false;
+    }
     if (k->kind == KERNEL_DOT)
       ptx_emit_dot_kernel(gen, f, k);
     else if (k->kind == KERNEL_SCATTER)
@@ -198,7 +208,9 @@ static bool generate(CpuGen *gen, LLVMValueRef *entries) {
     allow_inlining(gen, gen->functions[f]);
   }
   for (int f = 0; f < plan->num_functions; f++)
-    entries[f] = emit_entry(gen, f);
+    if (!skip[f])
+      entries[f] = emit_entry(gen, f);
+  free(skip);
   return true;
 }
 
@@ -339,7 +351,7 @@ char *ptx_compile(const KernelPlan *cpu_plan, const PtxOptions *options, char *e
   bool ok = gen.functions && gen.constant_data && entries;
   if (!ok)
     errbuf_set(err, err_size, "out of memory");
-  else if (!(ok = generate(&gen, entries)))
+  else if (!(ok = generate(&gen, entries, options && options->cublas)))
     errbuf_set(err, err_size, "a kernel has more than %d buffers", KERNEL_MAX_ARGS_PTX);
   LLVMDisposeBuilder(gen.builder);
   char *message = NULL, *text = NULL;

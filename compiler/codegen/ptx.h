@@ -13,6 +13,7 @@
 #ifndef TFM_PTX_H
 #define TFM_PTX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -24,7 +25,19 @@
 typedef struct PtxOptions {
   const char *arch;   /* "sm_80" (the default when NULL) or "sm_90" */
   const char *prefix; /* symbol prefix; "tfm_model" when NULL */
+  bool cublas;        /* --gemm=cublas: leave out the dots ptx_dot_on_cublas accepts */
 } PtxOptions;
+
+/* The row-major description of a dot kernel that cuBLAS computes instead
+ * of a PTX entry (tfm_gpu_gemm's arguments, runtime/gpu.h): */
+enum { PTX_GEMM_TRANSA, PTX_GEMM_TRANSB, PTX_GEMM_M, PTX_GEMM_N, PTX_GEMM_K, PTX_GEMM_BATCH,
+       PTX_GEMM_STRIDE_A, PTX_GEMM_STRIDE_B, PTX_GEMM_STRIDE_C, PTX_GEMM_FIELDS };
+
+/* With --gemm=cublas, whether kernel `kernel` goes to cuBLAS: an f32 dot
+ * whose sizes fit cuBLAS's int arguments (f64 dots keep their PTX entry:
+ * only cublasSgemmStridedBatched is loaded). Fills desc when true. Kernels
+ * sharing a function agree, as they have the same shapes and types. */
+bool ptx_dot_on_cublas(const KernelPlan *plan, int kernel, int64_t desc[PTX_GEMM_FIELDS]);
 
 /* True for the GPU architectures --gpu-arch accepts. */
 int ptx_arch_known(const char *arch);

@@ -2,6 +2,7 @@
  * threads take neighbouring columns j, so their reads of B (untransposed)
  * and their writes of C are coalesced; k runs ascending, as the evaluator
  * sums, so the result rounds as the CPU's does. */
+#include "ptx.h"
 #include "ptx_internal.h"
 
 static LLVMValueRef mul(CpuGen *gen, LLVMValueRef a, int64_t c) {
@@ -53,4 +54,34 @@ void ptx_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel) {
   LLVMBuildStore(b, LLVMBuildLoad2(b, t, acc, ""), cpu_element(gen, t, c, item.index));
   cpu_loop_end(gen, &item);
   LLVMBuildRetVoid(b);
+}
+
+/* The layout ptx_emit_dot_kernel reads, as strides: C's batches are
+ * contiguous; an operand of rank 2 is shared by every batch (stride 0). */
+bool ptx_dot_on_cublas(const KernelPlan *plan, int kernel, int64_t desc[PTX_GEMM_FIELDS]) {
+  const Kernel *kr = &plan->kernels[kernel];
+  if (kr->kind != KERNEL_DOT)
+    return false;
+  const GraphNode *node = graph_node(plan->graph, kr->root);
+  if (kernel_storage_dtype(node->dtype) != GRAPH_F32)
+    return false;
+  const GraphShape *sa = &graph_node(plan->graph, node->inputs[0])->shape;
+  const GraphShape *sb = &graph_node(plan->graph, node->inputs[1])->shape;
+  int r = node->shape.rank;
+  int64_t m = node->shape.dims[r - 2], n = node->shape.dims[r - 1];
+  bool ta = node->attrs.transpose_a;
+  int64_t k = sa->dims[sa->rank - (ta ? 2 : 1)];
+  int64_t batch = m * n > 0 ? graph_shape_numel(&node->shape) / (m * n) : 0;
+  if (m > INT32_MAX || n > INT32_MAX || k > INT32_MAX || batch > INT32_MAX)
+    return false;
+  desc[PTX_GEMM_TRANSA] = ta;
+  desc[PTX_GEMM_TRANSB] = node->attrs.transpose_b;
+  desc[PTX_GEMM_M] = m;
+  desc[PTX_GEMM_N] = n;
+  desc[PTX_GEMM_K] = k;
+  desc[PTX_GEMM_BATCH] = batch;
+  desc[PTX_GEMM_STRIDE_A] = sa->rank > 2 ? m * k : 0;
+  desc[PTX_GEMM_STRIDE_B] = sb->rank > 2 ? k * n : 0;
+  desc[PTX_GEMM_STRIDE_C] = m * n;
+  return true;
 }

@@ -1,7 +1,8 @@
 /* The host side of a CUDA build, checked without a GPU: the tfm_gpu_program
  * a host module describes (launches, arena offsets of every argument,
  * threads, the scratch ranges its update reads back, the PTX itself)
- * against the kernel plan it came from; the runtime's parameter packing
+ * against the kernel plan it came from, with the dot as a PTX entry and as
+ * a cuBLAS call (--gemm=cublas); the runtime's parameter packing
  * and grid sizes; and, when no driver is installed, the clean refusal of
  * the generated P_run in a child process. */
 #define _POSIX_C_SOURCE 200809L
@@ -35,7 +36,8 @@ static Graph *example(void) {
   return g;
 }
 
-static void check_program(const KernelPlan *plan, const tfm_gpu_program *p, const char *ptx) {
+static void check_program(const KernelPlan *plan, const tfm_gpu_program *p, const char *ptx,
+                          bool cublas) {
   CHECK(strcmp(p->ptx, ptx) == 0);
   CHECK(p->persistent_bytes == plan->persistent_bytes);
   CHECK(p->scratch_bytes == plan->scratch_bytes);
@@ -48,8 +50,17 @@ static void check_program(const KernelPlan *plan, const tfm_gpu_program *p, cons
     char entry[64], decl[96];
     ptx_entry_name("model", kernel->function, entry, sizeof entry);
     snprintf(decl, sizeof decl, ".entry %s(", entry);
-    CHECK(strcmp(l->entry, entry) == 0);
-    CHECK(strstr(ptx, decl) != NULL); /* the entry exists in the PTX */
+    if (cublas && kernel->kind == KERNEL_DOT) {
+      /* x [33, 7] @ w [7, 300]: one batch, both operands rank 2. */
+      const int64_t want[PTX_GEMM_FIELDS] = {0, 0, 33, 300, 7, 1, 0, 0, 33 * 300};
+      CHECK(l->entry == NULL && strstr(ptx, decl) == NULL); /* no PTX for it */
+      if (CHECK(l->gemm != NULL))
+        CHECK(memcmp(l->gemm, want, sizeof want) == 0);
+    } else {
+      CHECK(l->gemm == NULL);
+      CHECK(strcmp(l->entry, entry) == 0);
+      CHECK(strstr(ptx, decl) != NULL); /* the entry exists in the PTX */
+    }
     CHECK(l->items == ptx_work_items(plan, k));
     CHECK(l->num_args == kernel->num_args);
     for (int i = 0; i < kernel->num_args; i++) {
@@ -125,18 +136,20 @@ static void refusal(void (*run)(uint8_t *, uint8_t *, void *), const KernelPlan 
   printf("ok    no driver: P_run said \"%.*s\" and exited 1\n", (int)strcspn(text, "\n"), text);
 }
 
-int main(void) {
+/* The example's host module for the dot as PTX or as cuBLAS, loaded and
+ * checked; the refusal without a driver comes first either way. */
+static void check_host(const KernelPlan *plan, bool cublas) {
   char err[512];
-  Graph *g = example();
-  KernelPlan *plan = kernel_plan_build(g, err, sizeof err);
-  char *ptx = plan ? ptx_compile(plan, &(PtxOptions){.prefix = "model"}, err, sizeof err) : NULL;
-  CpuModule *m = ptx ? cpu_compile(plan, &(CpuOptions){.prefix = "model", .gpu_ptx = ptx}, err,
-                                   sizeof err)
+  char *ptx = ptx_compile(plan, &(PtxOptions){.prefix = "model", .cublas = cublas}, err, sizeof err);
+  CpuModule *m = ptx ? cpu_compile(plan, &(CpuOptions){.prefix = "model", .gpu_ptx = ptx,
+                                                       .gpu_cublas = cublas}, err, sizeof err)
                      : NULL;
   char dir[] = "/tmp/tfm_gpu_plan_XXXXXX", object[64], library[64];
   if (!CHECK(m != NULL) || !CHECK(mkdtemp(dir) != NULL)) {
     fprintf(stderr, "%s\n", err);
-    return 1;
+    cpu_module_free(m);
+    free(ptx);
+    return;
   }
   snprintf(object, sizeof object, "%s/host.o", dir);
   snprintf(library, sizeof library, "%s/host.so", dir);
@@ -149,7 +162,7 @@ int main(void) {
     const tfm_gpu_program *p = dlsym(handle, "model_gpu_program");
     void *run = dlsym(handle, "model_run");
     if (CHECK(p != NULL) && CHECK(run != NULL)) {
-      check_program(plan, p, ptx);
+      check_program(plan, p, ptx, cublas);
       void (*run_fn)(uint8_t *, uint8_t *, void *);
       memcpy(&run_fn, &run, sizeof run);
       refusal(run_fn, plan);
@@ -157,12 +170,24 @@ int main(void) {
   } else {
     fprintf(stderr, "%s\n", dlerror());
   }
-  grids();
   unlink(object);
   unlink(library);
   rmdir(dir);
   cpu_module_free(m);
   free(ptx);
+}
+
+int main(void) {
+  char err[512];
+  Graph *g = example();
+  KernelPlan *plan = kernel_plan_build(g, err, sizeof err);
+  if (!CHECK(plan != NULL)) {
+    fprintf(stderr, "%s\n", err);
+    return 1;
+  }
+  check_host(plan, false);
+  check_host(plan, true);
+  grids();
   kernel_plan_free(plan);
   graph_free(g);
   printf("%s: %s\n", "gpu.launch_plan", failures ? "FAILED" : "all checks passed");

@@ -5,8 +5,8 @@
 #     MLP's training steps and both models (gradients and a training step),
 #     the codegen suites run with TFM_CG_TARGET=cuda;
 #  3. trains gpt-small (models/gpt.tfm defaults) for 50 steps built with
-#     --target cuda, and the same with --target cpu: the step-50 losses
-#     must agree;
+#     --target cuda, again with --target cuda --gemm=cublas (the dots
+#     through cuBLAS), and with --target cpu: the step-50 losses must agree;
 #  4. prints a table: checks passed, step time, achieved TFLOP/s (counted
 #     as 6 x parameters x tokens per step, the usual estimate).
 # Without a GPU it says "no GPU" and exits 0.
@@ -46,6 +46,8 @@ done
 echo "== gpt-small, 50 steps"
 corpus=$build/examples/textlm/corpus.txt
 "$tfmc" build "$root/models/gpt.tfm" --target cuda --gpu-arch "$arch" -o "$work/gpt_cuda"
+"$tfmc" build "$root/models/gpt.tfm" --target cuda --gpu-arch "$arch" --gemm=cublas \
+  -o "$work/gpt_cublas"
 "$tfmc" build "$root/models/gpt.tfm" -o "$work/gpt_cpu"
 timed() { # BINARY STEPS -> seconds; the log in $work/log.STEPS
   local t0 t1
@@ -59,15 +61,27 @@ short=$(timed "$work/gpt_cuda" 5)
 long=$(timed "$work/gpt_cuda" 55)
 step=$(awk -v l="$long" -v s="$short" 'BEGIN { print (l - s) / 50 }')
 gpu_loss=$(awk '/^step 50\// { print $4 }' "$work/log.55")
+short=$(timed "$work/gpt_cublas" 5)
+long=$(timed "$work/gpt_cublas" 55)
+cublas_step=$(awk -v l="$long" -v s="$short" 'BEGIN { print (l - s) / 50 }')
+cublas_loss=$(awk '/^step 50\// { print $4 }' "$work/log.55")
 timed "$work/gpt_cpu" 50 > /dev/null
 cpu_loss=$(awk '/^step 50\// { print $4 }' "$work/log.50")
 params=$("$tfmc" stats "$root/models/gpt.tfm" | awk '$1 == "total" { gsub(",", "", $2); print $2 }')
 tokens=$((16 * 128))
 tflops=$(awk -v p="$params" -v t="$tokens" -v s="$step" 'BEGIN { print 6 * p * t / s / 1e12 }')
-if awk -v a="$gpu_loss" -v b="$cpu_loss" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-3 * (b < 0 ? -b : b)) }'; then
+agrees() { # LOSS CPU_LOSS: within 1e-3 relative
+  awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-3 * (b < 0 ? -b : b)) }'
+}
+if agrees "$gpu_loss" "$cpu_loss"; then
   passed=$((passed + 1)); agree=yes
 else
   failed=$((failed + 1)); agree=NO
+fi
+if agrees "$cublas_loss" "$cpu_loss"; then
+  passed=$((passed + 1)); cublas_agree=yes
+else
+  failed=$((failed + 1)); cublas_agree=NO
 fi
 
 echo
@@ -75,7 +89,9 @@ echo "| GPU checks ($arch)                      | result |"
 echo "|-----------------------------------------|--------|"
 printf '| compiled vs evaluator checks passed      | %d of %d |\n' "$passed" $((passed + failed))
 printf '| gpt-small loss at step 50, GPU vs CPU    | %s vs %s (%s) |\n' "$gpu_loss" "$cpu_loss" "$agree"
+printf '| gpt-small loss, --gemm=cublas vs CPU     | %s vs %s (%s) |\n' "$cublas_loss" "$cpu_loss" "$cublas_agree"
 printf '| gpt-small step time                      | %.1f ms |\n' "$(awk -v s="$step" 'BEGIN { print s * 1000 }')"
+printf '| gpt-small step time, --gemm=cublas       | %.1f ms |\n' "$(awk -v s="$cublas_step" 'BEGIN { print s * 1000 }')"
 printf '| achieved TFLOP/s (6 x %s params x %d tokens) | %.3f |\n' "$params" "$tokens" "$tflops"
 printf '| wall time                                | %d s |\n' $(($(date +%s) - start))
 [ "$failed" -eq 0 ]
