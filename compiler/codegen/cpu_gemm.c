@@ -11,11 +11,12 @@
  *
  * Each element of C is summed in k ascending order, as the evaluator does:
  * the micro-kernel starts the first k block from zero and every later one
- * from C itself, and products are rounded before they are added (no fused
- * multiply-add), so results are the evaluator's bit for bit: the per-element
- * checks of tests/codegen compare near-zero sums to 1e-8, which fused
- * rounding fails. Nothing splits k, so the result does not depend on how the
- * rows are shared among threads. */
+ * from C itself. Products are added with llvm.fmuladd (one rounding where
+ * the target has FMA: twice the peak of a separate multiply and add on cores
+ * whose two vector ports do both), so results differ from the evaluator's
+ * by rounding; tests/codegen bound a dot's error relative to
+ * sum_k |a_ik| |b_kj|. Nothing splits k, so the result does not depend on
+ * how the rows are shared among threads. */
 #include <stdio.h>
 #include <string.h>
 
@@ -143,9 +144,8 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
     splat = LLVMBuildShuffleVector(b, splat, LLVMGetUndef(vt),
                                    LLVMConstNull(LLVMVectorType(gen->i32, (unsigned)g->lanes)), "");
     for (int v = 0; v < nv; v++) {
-      LLVMValueRef product = LLVMBuildFMul(b, splat, bv[v], "");
-      LLVMBuildStore(b, LLVMBuildFAdd(b, LLVMBuildLoad2(b, vt, acc[r][v], ""), product, ""),
-                     acc[r][v]);
+      LLVMValueRef args[3] = {splat, bv[v], LLVMBuildLoad2(b, vt, acc[r][v], "")};
+      LLVMBuildStore(b, cpu_intrinsic(gen, "llvm.fmuladd", &vt, 1, args, 3), acc[r][v]);
     }
   }
   cpu_loop_end(gen, &p);
