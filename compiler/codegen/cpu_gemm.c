@@ -11,11 +11,12 @@
  *
  * Each element of C is summed in k ascending order, as the evaluator does:
  * the micro-kernel starts the first k block from zero and every later one
- * from C itself, and products are rounded before they are added (no fused
- * multiply-add), so results are the evaluator's bit for bit: the per-element
- * checks of tests/codegen compare near-zero sums to 1e-8, which fused
- * rounding fails. Nothing splits k, so the result does not depend on how the
- * rows are shared among threads. */
+ * from C itself. Products are added with llvm.fmuladd (one rounding where
+ * the target has FMA: twice the peak of a separate multiply and add on cores
+ * whose two vector ports do both), so results differ from the evaluator's
+ * by rounding; tests/codegen bound a dot's error relative to
+ * sum_k |a_ik| |b_kj|. Nothing splits k, so the result does not depend on
+ * how the rows are shared among threads. */
 #include <stdio.h>
 #include <string.h>
 
@@ -34,8 +35,13 @@ static GemmGeometry geometry(const CpuGen *gen, LLVMTypeRef t) {
   int bytes = (int)element_bytes(gen, t);
   GemmGeometry g;
   if (gen->vector_bits >= 512) {
-    /* 32 registers: 12 x 2 accumulators, two of B and a broadcast. */
-    g = (GemmGeometry){.lanes = 64 / bytes, .mr = 12, .nv = 2, .mc = 144, .kc = 256, .nc = 1024};
+    /* 32 registers: 12 x 2 accumulators, two of B and a broadcast. The
+     * kc x nr micro-panel of B (32 KiB in f32) stays in a 48 KiB L1 while
+     * the mc x kc block of A streams from L2: mc = 432 (432 KiB, a fifth of
+     * a 2 MiB L2) reuses each B micro-panel three times as long as 144 did,
+     * which measured 0.83 of OpenBLAS at n = 1024 against 0.76
+     * (bench/RESULTS.md, 2026-12-03). */
+    g = (GemmGeometry){.lanes = 64 / bytes, .mr = 12, .nv = 2, .mc = 432, .kc = 256, .nc = 1024};
   } else {
     /* 16 registers: 6 x 2 accumulators, two of B and a broadcast. */
     g = (GemmGeometry){.lanes = 32 / bytes, .mr = 6, .nv = 2, .mc = 144, .kc = 256, .nc = 1024};
@@ -143,9 +149,8 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
     splat = LLVMBuildShuffleVector(b, splat, LLVMGetUndef(vt),
                                    LLVMConstNull(LLVMVectorType(gen->i32, (unsigned)g->lanes)), "");
     for (int v = 0; v < nv; v++) {
-      LLVMValueRef product = LLVMBuildFMul(b, splat, bv[v], "");
-      LLVMBuildStore(b, LLVMBuildFAdd(b, LLVMBuildLoad2(b, vt, acc[r][v], ""), product, ""),
-                     acc[r][v]);
+      LLVMValueRef args[3] = {splat, bv[v], LLVMBuildLoad2(b, vt, acc[r][v], "")};
+      LLVMBuildStore(b, cpu_intrinsic(gen, "llvm.fmuladd", &vt, 1, args, 3), acc[r][v]);
     }
   }
   cpu_loop_end(gen, &p);

@@ -34,8 +34,23 @@ typedef struct CgRunOptions {
    * fail elementwise while the tensor agrees. */
   bool norm;
   bool serial;      /* run without a thread pool */
+  /* NULL, or the same graph evaluated in f64 from the same leaves (cg_run
+   * steps it alongside the reference). In norm mode a tensor then also
+   * passes when its error is within CG_ROUNDING_FACTOR times the f32
+   * reference's own distance from the f64 one: a tensor that f32 rounding
+   * alone moves by more than tolerance / CG_ROUNDING_FACTOR (a gradient
+   * that is zero in exact arithmetic, and what Adam makes of it) is not
+   * something two correct f32 implementations agree on to `tolerance`, but
+   * they do agree to a small multiple of the rounding's effect. Every other
+   * tensor is held to `tolerance` as before. */
+  EvalValues *rounding;
   const char *cpu;  /* NULL: native */
 } CgRunOptions;
+
+/* Two f32 computations that each lie about one rounding distance from the
+ * exact result lie at most about twice that from each other; 4 leaves room
+ * for the compiled code's sums being longer or ordered differently. */
+#define CG_ROUNDING_FACTOR 4.0
 
 /* Compiles g, runs it against `ref` (whose leaves it copies first) and
  * prints "ok"/"FAIL name" (with the largest relative error in norm mode).

@@ -3,8 +3,9 @@
  * k past one k block, m past one row block, n past one column panel),
  * batched and broadcast operands, f64, each with the AVX-512 geometry
  * (native here), the AVX2 one (x86-64-v3), with and without the thread pool.
- * The GEMM sums k ascending and rounds every product as the evaluator does,
- * so the results must be equal, not just close. */
+ * The GEMM sums k ascending as the evaluator does but fuses each multiply
+ * and add, so elements agree to 1e-5 of sum_k |a||b| (the harness's bound
+ * for dots), not bit for bit. */
 #include <stdio.h>
 
 #include "harness.h"
@@ -17,7 +18,7 @@ typedef struct Size {
 
 static const Size sizes[] = {
     {1, 1, 1},    {3, 17, 1},  {17, 63, 65}, {65, 129, 3}, {129, 65, 300},
-    {63, 3, 129}, {150, 33, 17}, {5, 1030, 7}, {12, 32, 256}, {24, 64, 513},
+    {63, 3, 129}, {450, 33, 17}, {5, 1030, 7}, {12, 32, 256}, {24, 64, 513},
 };
 
 /* A [m, k] operand, or [k, m] when transposed. */
@@ -29,11 +30,11 @@ static void run_modes(const char *name, Graph *g, GraphDtype precision) {
   EvalValues *ref = cg_reference(g, precision, 7);
   char label[96];
   snprintf(label, sizeof label, "%s native", name);
-  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 0});
+  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 1e-5});
   snprintf(label, sizeof label, "%s serial", name);
-  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 0, .serial = true});
+  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 1e-5, .serial = true});
   snprintf(label, sizeof label, "%s x86-64-v3", name);
-  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 0, .cpu = "x86-64-v3"});
+  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 1e-5, .cpu = "x86-64-v3"});
   eval_free(ref);
   graph_free(g);
 }
