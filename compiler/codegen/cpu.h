@@ -26,8 +26,9 @@ typedef struct CpuOptions {
   /* When set, the module is the host side of a CUDA build (gpu_host.c):
    * P_run launches the plan's kernels from this PTX through the runtime. */
   const char *gpu_ptx;
-  /* Dots as the GPU computes them (ptx_dot.c: one work item per element
-   * of C), for a ptx_thread_plan run on the CPU to test the GPU kernels. */
+  /* Dots as the GPU's untiled kernel computes them (ptx_dot.c: one work
+   * item per element of C; the tiled f32 kernel needs barriers and mma),
+   * for a ptx_thread_plan run on the CPU to test the GPU kernels. */
   bool gpu_threads;
 } CpuOptions;
 
