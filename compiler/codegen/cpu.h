@@ -29,8 +29,9 @@ typedef struct CpuOptions {
   /* With gpu_ptx: the dots ptx_dot_on_cublas accepts are cuBLAS calls
    * (--gemm=cublas; the PTX was compiled with PtxOptions.cublas). */
   bool gpu_cublas;
-  /* Dots as the GPU computes them (ptx_dot.c: one work item per element
-   * of C), for a ptx_thread_plan run on the CPU to test the GPU kernels. */
+  /* Dots as the GPU's untiled kernel computes them (ptx_dot.c: one work
+   * item per element of C; the tiled f32 kernel needs barriers and mma),
+   * for a ptx_thread_plan run on the CPU to test the GPU kernels. */
   bool gpu_threads;
 } CpuOptions;
 

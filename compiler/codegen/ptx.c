@@ -61,7 +61,11 @@ static int thread_axes(const KernelPlan *plan, const Kernel *k) {
   return k->outer_axes;
 }
 
-int64_t ptx_work_items(const KernelPlan *plan, int kernel) {
+/* The work items of kernel `kernel` with every dot one thread an element
+ * of C: the launch, but for tiled dots, and the thread plan, which the CPU
+ * can run (it cannot run the tiled dot's barriers and mma; the
+ * gpu.dot_tile_model test simulates that kernel instead). */
+static int64_t thread_items(const KernelPlan *plan, int kernel) {
   const Kernel *k = &plan->kernels[kernel];
   const GraphShape *s = &graph_node(plan->graph, k->root)->shape;
   if (k->kind == KERNEL_DOT)
@@ -72,6 +76,14 @@ int64_t ptx_work_items(const KernelPlan *plan, int kernel) {
   for (int a = 0; a < thread_axes(plan, k); a++)
     items *= s->dims[a];
   return items;
+}
+
+int64_t ptx_work_items(const KernelPlan *plan, int kernel) {
+  const Kernel *k = &plan->kernels[kernel];
+  const GraphNode *root = graph_node(plan->graph, k->root);
+  if (k->kind == KERNEL_DOT && ptx_dot_tiled(root))
+    return ptx_dot_tiled_items(root);
+  return thread_items(plan, kernel);
 }
 
 KernelPlan *ptx_thread_plan(const KernelPlan *plan) {
@@ -86,7 +98,7 @@ KernelPlan *ptx_thread_plan(const KernelPlan *plan) {
   for (int i = 0; i < plan->num_kernels; i++) {
     kernels[i] = plan->kernels[i];
     kernels[i].outer_axes = thread_axes(plan, &plan->kernels[i]);
-    kernels[i].rows = ptx_work_items(plan, i);
+    kernels[i].rows = thread_items(plan, i);
   }
   copy->kernels = kernels;
   return copy;

@@ -6,7 +6,9 @@
  * kernel's buffer pointers (output first) followed by an i64 count of work
  * items. One thread computes one work item (ptx_work_items): an element
  * of a loop kernel's output (a row when it hoists a reduction, as softmax
- * and layernorm do), a column of a scatter, an element of a dot's output. Loop and scatter kernels are the CPU backend's own functions
+ * and layernorm do), a column of a scatter, an element of an f64 or
+ * integer dot's output; an f32 dot is a tiled tensor-core kernel, one block
+ * of PTX_BLOCK_THREADS a tile of its output (ptx_dot.c). Loop and scatter kernels are the CPU backend's own functions
  * (cpu_loop.c, cpu_dot.c's scatter), called by the entry with the range
  * [item, item + 1) and inlined, so both targets compute every node with
  * the same code. Math functions come from CUDA's libdevice. */
@@ -49,7 +51,8 @@ char *ptx_compile(const KernelPlan *plan, const PtxOptions *options, char *err, 
 int64_t ptx_work_items(const KernelPlan *plan, int kernel);
 
 /* The plan as the GPU runs it: the same buffers and functions, each
- * kernel's outer axes and rows being what one thread and the launch cover.
+ * kernel's outer axes and rows being what one thread and the launch cover,
+ * but for tiled dots, which it keeps one thread an element of C.
  * Shares everything but its kernels with `plan`; free it with
  * ptx_thread_plan_free. Compiled for the CPU with CpuOptions.gpu_threads,
  * it runs the GPU's kernels on the CPU (the codegen_gpuplan tests). */

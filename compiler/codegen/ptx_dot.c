@@ -1,9 +1,20 @@
-/* Contractions on the GPU: one thread per element of C. Neighbouring
- * threads take neighbouring columns j, so their reads of B (untransposed)
- * and their writes of C are coalesced; k runs ascending, as the evaluator
- * sums, so the result rounds as the CPU's does. */
+/* Contractions on the GPU. f32 dots are tiled tensor-core kernels
+ * (mma.m16n8k8 on tf32, see ptx_dot_tile.h): their products are rounded to
+ * tf32 (10 mantissa bits), so they differ from the CPU by up to about 2^-10
+ * of sum |a||b| (docs/internals.md). f64 dots (tf32 would lose their
+ * precision) and integer dots keep one thread per element of C:
+ * neighbouring threads take neighbouring columns j, so their reads of B
+ * (untransposed) and their writes of C are coalesced; k runs ascending, as
+ * the evaluator sums, so the result rounds as the CPU's does. */
+#include <stdio.h>
+
 #include "ptx.h"
+#include "ptx_dot_tile.h"
 #include "ptx_internal.h"
+
+/* The host launches every kernel in blocks of PTX_BLOCK_THREADS; a tiled
+ * dot's thread-to-tile mapping assumes its blocks are exactly those. */
+_Static_assert(PTX_DOT_THREADS == PTX_BLOCK_THREADS, "a tiled dot's block is a launch block");
 
 static LLVMValueRef mul(CpuGen *gen, LLVMValueRef a, int64_t c) {
   return LLVMBuildMul(gen->builder, a, cpu_i64(gen, c), "");
@@ -15,6 +26,212 @@ static LLVMValueRef add(CpuGen *gen, LLVMValueRef a, LLVMValueRef b) {
 
 static LLVMValueRef load(CpuGen *gen, LLVMTypeRef t, LLVMValueRef base, LLVMValueRef i) {
   return LLVMBuildLoad2(gen->builder, t, cpu_element(gen, t, base, i), "");
+}
+
+/* ---- The tiled tensor-core kernel (f32) ---- */
+
+static LLVMValueRef udiv(CpuGen *gen, LLVMValueRef a, int64_t c) {
+  return LLVMBuildUDiv(gen->builder, a, cpu_i64(gen, c), "");
+}
+
+static LLVMValueRef urem(CpuGen *gen, LLVMValueRef a, int64_t c) {
+  return LLVMBuildURem(gen->builder, a, cpu_i64(gen, c), "");
+}
+
+static LLVMValueRef addc(CpuGen *gen, LLVMValueRef a, int64_t c) {
+  return add(gen, a, cpu_i64(gen, c));
+}
+
+static LLVMValueRef below(CpuGen *gen, LLVMValueRef a, int64_t bound) {
+  return LLVMBuildICmp(gen->builder, LLVMIntULT, a, cpu_i64(gen, bound), "");
+}
+
+/* A shared-memory (addrspace 3) array of `words` i32: tf32 values. */
+static LLVMValueRef shared_array(CpuGen *gen, int function, char which, int64_t words) {
+  char name[64];
+  snprintf(name, sizeof name, "dot%d_%c", function, which);
+  LLVMTypeRef type = LLVMArrayType(gen->i32, (unsigned)words);
+  LLVMValueRef g = LLVMAddGlobalInAddressSpace(gen->module, type, name, 3);
+  LLVMSetInitializer(g, LLVMGetUndef(type));
+  LLVMSetLinkage(g, LLVMInternalLinkage);
+  LLVMSetAlignment(g, 16);
+  return g;
+}
+
+static LLVMValueRef shared_element(CpuGen *gen, LLVMValueRef array, LLVMValueRef i) {
+  LLVMValueRef index[2] = {cpu_i64(gen, 0), i};
+  return LLVMBuildInBoundsGEP2(gen->builder, LLVMGlobalGetValueType(array), array, index, 2, "");
+}
+
+/* Element `index` of `base` rounded to tf32, or 0 where `ok` is false: the
+ * index is clamped to 0 first, so edge tiles never read past a buffer. */
+static LLVMValueRef guarded_tf32(CpuGen *gen, LLVMValueRef base, LLVMValueRef index,
+                                 LLVMValueRef ok) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef f32 = LLVMFloatTypeInContext(gen->context);
+  LLVMValueRef v = load(gen, f32, base, LLVMBuildSelect(b, ok, index, cpu_i64(gen, 0), ""));
+  v = LLVMBuildSelect(b, ok, v, LLVMConstReal(f32, 0.0), "");
+  return cpu_intrinsic(gen, "llvm.nvvm.f2tf32.rna", NULL, 0, &v, 1);
+}
+
+typedef struct DotTile {
+  LLVMValueRef a, b, c;           /* global buffers */
+  LLVMValueRef a_base, b_base;    /* the batch's offsets into A and B */
+  LLVMValueRef row0, col0, p0;    /* the tile's origin in C, the step's in k */
+  LLVMValueRef tid, group, quad, warp_row, warp_col;
+  LLVMValueRef as, bs;            /* shared tiles */
+  int64_t m, n, k;
+  bool ta, tb;
+} DotTile;
+
+/* Each thread's share of the A and B tiles of one k step into shared
+ * memory (see ptx_dot_a_inner / ptx_dot_b_inner). */
+static void stage(CpuGen *gen, const DotTile *t) {
+  for (int s = 0; s < PTX_DOT_A_STEPS; s++) {
+    LLVMValueRef e = addc(gen, t->tid, (int64_t)s * PTX_DOT_THREADS);
+    LLVMValueRef slow = udiv(gen, e, ptx_dot_a_inner(t->ta));
+    LLVMValueRef fast = urem(gen, e, ptx_dot_a_inner(t->ta));
+    LLVMValueRef r = t->ta ? fast : slow, kk = t->ta ? slow : fast;
+    LLVMValueRef gi = add(gen, t->row0, r), gp = add(gen, t->p0, kk);
+    LLVMValueRef ok = LLVMBuildAnd(gen->builder, below(gen, gi, t->m), below(gen, gp, t->k), "");
+    LLVMValueRef index = t->ta ? add(gen, mul(gen, gp, t->m), gi) : add(gen, mul(gen, gi, t->k), gp);
+    LLVMValueRef v = guarded_tf32(gen, t->a, add(gen, t->a_base, index), ok);
+    LLVMBuildStore(gen->builder, v,
+                   shared_element(gen, t->as, add(gen, mul(gen, r, PTX_DOT_AS_STRIDE), kk)));
+  }
+  for (int s = 0; s < PTX_DOT_B_STEPS; s++) {
+    LLVMValueRef e = addc(gen, t->tid, (int64_t)s * PTX_DOT_THREADS);
+    LLVMValueRef slow = udiv(gen, e, ptx_dot_b_inner(t->tb));
+    LLVMValueRef fast = urem(gen, e, ptx_dot_b_inner(t->tb));
+    LLVMValueRef c = t->tb ? slow : fast, kk = t->tb ? fast : slow;
+    LLVMValueRef gj = add(gen, t->col0, c), gp = add(gen, t->p0, kk);
+    LLVMValueRef ok = LLVMBuildAnd(gen->builder, below(gen, gj, t->n), below(gen, gp, t->k), "");
+    LLVMValueRef index = t->tb ? add(gen, mul(gen, gj, t->k), gp) : add(gen, mul(gen, gp, t->n), gj);
+    LLVMValueRef v = guarded_tf32(gen, t->b, add(gen, t->b_base, index), ok);
+    LLVMBuildStore(gen->builder, v,
+                   shared_element(gen, t->bs, add(gen, mul(gen, kk, PTX_DOT_BS_STRIDE), c)));
+  }
+}
+
+#define MMA_TILES_M (PTX_DOT_WARP_TILE / PTX_MMA_M)
+#define MMA_TILES_N (PTX_DOT_WARP_TILE / PTX_MMA_N)
+
+static LLVMValueRef shared_load(CpuGen *gen, LLVMValueRef array, LLVMValueRef i) {
+  return LLVMBuildLoad2(gen->builder, gen->i32, shared_element(gen, array, i), "");
+}
+
+/* The warp's 2 x 4 mma tiles over the staged k step, accumulating into
+ * acc[mi][ni][i] (allocas, which SROA makes registers). */
+static void multiply(CpuGen *gen, const DotTile *t, LLVMValueRef acc[MMA_TILES_M][MMA_TILES_N][4]) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef f32 = LLVMFloatTypeInContext(gen->context);
+  for (int ks = 0; ks < PTX_DOT_BK; ks += PTX_MMA_K) {
+    LLVMValueRef fa[MMA_TILES_M][4], fb[MMA_TILES_N][2];
+    for (int mi = 0; mi < MMA_TILES_M; mi++)
+      for (int i = 0; i < 4; i++) {
+        LLVMValueRef r = add(gen, t->warp_row, addc(gen, t->group, mi * PTX_MMA_M + ptx_mma_a_row(i)));
+        LLVMValueRef kk = addc(gen, t->quad, ks + ptx_mma_a_col(i));
+        fa[mi][i] = shared_load(gen, t->as, add(gen, mul(gen, r, PTX_DOT_AS_STRIDE), kk));
+      }
+    for (int ni = 0; ni < MMA_TILES_N; ni++)
+      for (int i = 0; i < 2; i++) {
+        LLVMValueRef kk = addc(gen, t->quad, ks + ptx_mma_b_row(i));
+        LLVMValueRef c = add(gen, t->warp_col, addc(gen, t->group, ni * PTX_MMA_N));
+        fb[ni][i] = shared_load(gen, t->bs, add(gen, mul(gen, kk, PTX_DOT_BS_STRIDE), c));
+      }
+    for (int mi = 0; mi < MMA_TILES_M; mi++)
+      for (int ni = 0; ni < MMA_TILES_N; ni++) {
+        LLVMValueRef args[10] = {fa[mi][0], fa[mi][1], fa[mi][2], fa[mi][3], fb[ni][0], fb[ni][1]};
+        for (int i = 0; i < 4; i++)
+          args[6 + i] = LLVMBuildLoad2(b, f32, acc[mi][ni][i], "");
+        LLVMValueRef d = cpu_intrinsic(gen, "llvm.nvvm.mma.m16n8k8.row.col.tf32", NULL, 0, args, 10);
+        for (int i = 0; i < 4; i++)
+          LLVMBuildStore(b, LLVMBuildExtractValue(b, d, (unsigned)i, ""), acc[mi][ni][i]);
+      }
+  }
+}
+
+static void barrier(CpuGen *gen) { cpu_intrinsic(gen, "llvm.nvvm.barrier0", NULL, 0, NULL, 0); }
+
+/* C[batch] (r, c) = v where r < m and c < n. */
+static void store_guarded(CpuGen *gen, const DotTile *t, LLVMValueRef c_base, LLVMValueRef r,
+                          LLVMValueRef c, LLVMValueRef v) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMBasicBlockRef write = LLVMAppendBasicBlockInContext(gen->context, fn, "store");
+  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next");
+  LLVMBuildCondBr(b, LLVMBuildAnd(b, below(gen, r, t->m), below(gen, c, t->n), ""), write, next);
+  LLVMPositionBuilderAtEnd(b, write);
+  LLVMTypeRef f32 = LLVMFloatTypeInContext(gen->context);
+  LLVMBuildStore(b, v, cpu_element(gen, f32, t->c, add(gen, c_base, add(gen, mul(gen, r, t->n), c))));
+  LLVMBuildBr(b, next);
+  LLVMPositionBuilderAtEnd(b, next);
+}
+
+/* One block a BM x BN tile of C: thread `item` is thread item % 256 of
+ * block item / 256 (the entry runs one item a thread, every thread of a
+ * block, as ptx_work_items asks for whole blocks, so all reach each
+ * barrier). Blocks run over the batch, then rows of tiles, then columns. */
+static void emit_tiled(CpuGen *gen, int function, const DotTile *shape, LLVMValueRef fn,
+                       int64_t batch_a, int64_t batch_b) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef f32 = LLVMFloatTypeInContext(gen->context);
+  DotTile t = *shape;
+  int64_t m = t.m, n = t.n, k = t.k;
+  LLVMValueRef item = LLVMGetParam(fn, 1);
+  t.tid = urem(gen, item, PTX_DOT_THREADS);
+  LLVMValueRef block = udiv(gen, item, PTX_DOT_THREADS);
+  int64_t tiles_n = ptx_dot_tiles(n, PTX_DOT_BN), tiles_m = ptx_dot_tiles(m, PTX_DOT_BM);
+  t.col0 = mul(gen, urem(gen, block, tiles_n), PTX_DOT_BN);
+  LLVMValueRef rest = udiv(gen, block, tiles_n);
+  t.row0 = mul(gen, urem(gen, rest, tiles_m), PTX_DOT_BM);
+  LLVMValueRef batch = udiv(gen, rest, tiles_m);
+  t.a_base = batch_a ? mul(gen, batch, batch_a) : cpu_i64(gen, 0);
+  t.b_base = batch_b ? mul(gen, batch, batch_b) : cpu_i64(gen, 0);
+  LLVMValueRef warp = udiv(gen, t.tid, 32), lane = urem(gen, t.tid, 32);
+  t.group = udiv(gen, lane, PTX_MMA_GROUP);
+  t.quad = urem(gen, lane, PTX_MMA_GROUP);
+  t.warp_row = mul(gen, udiv(gen, warp, PTX_DOT_WARPS_N), PTX_DOT_WARP_TILE);
+  t.warp_col = mul(gen, urem(gen, warp, PTX_DOT_WARPS_N), PTX_DOT_WARP_TILE);
+  t.as = shared_array(gen, function, 'a', PTX_DOT_BM * PTX_DOT_AS_STRIDE);
+  t.bs = shared_array(gen, function, 'b', PTX_DOT_BK * PTX_DOT_BS_STRIDE);
+  LLVMValueRef acc[MMA_TILES_M][MMA_TILES_N][4];
+  for (int mi = 0; mi < MMA_TILES_M; mi++)
+    for (int ni = 0; ni < MMA_TILES_N; ni++)
+      for (int i = 0; i < 4; i++) {
+        acc[mi][ni][i] = cpu_entry_alloca(gen, f32, "acc");
+        LLVMBuildStore(b, LLVMConstReal(f32, 0.0), acc[mi][ni][i]);
+      }
+  CpuLoop step;
+  cpu_loop_begin(gen, &step, cpu_i64(gen, 0), cpu_i64(gen, ptx_dot_tiles(k, PTX_DOT_BK)));
+  t.p0 = mul(gen, step.index, PTX_DOT_BK);
+  /* The previous step's reads of the shared tiles finish before they are
+   * overwritten, and the new tiles are whole before anyone reads them. */
+  barrier(gen);
+  stage(gen, &t);
+  barrier(gen);
+  multiply(gen, &t, acc);
+  cpu_loop_end(gen, &step);
+  LLVMValueRef c_base = mul(gen, batch, m * n);
+  for (int mi = 0; mi < MMA_TILES_M; mi++)
+    for (int ni = 0; ni < MMA_TILES_N; ni++)
+      for (int i = 0; i < 4; i++) {
+        LLVMValueRef r = add(gen, add(gen, t.row0, t.warp_row),
+                             addc(gen, t.group, mi * PTX_MMA_M + ptx_mma_c_row(i)));
+        LLVMValueRef c = add(gen, add(gen, t.col0, t.warp_col),
+                             addc(gen, mul(gen, t.quad, 2), ni * PTX_MMA_N + ptx_mma_c_col(i)));
+        store_guarded(gen, &t, c_base, r, c, LLVMBuildLoad2(b, f32, acc[mi][ni][i], ""));
+      }
+  LLVMBuildRetVoid(b);
+}
+
+bool ptx_dot_tiled(const GraphNode *dot) { return dot->dtype == GRAPH_F32; }
+
+int64_t ptx_dot_tiled_items(const GraphNode *dot) {
+  int r = dot->shape.rank;
+  int64_t batch = graph_shape_numel(&dot->shape) / (dot->shape.dims[r - 2] * dot->shape.dims[r - 1]);
+  return batch * ptx_dot_tiles(dot->shape.dims[r - 2], PTX_DOT_BM) *
+         ptx_dot_tiles(dot->shape.dims[r - 1], PTX_DOT_BN) * PTX_DOT_THREADS;
 }
 
 void ptx_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel) {
@@ -33,6 +250,13 @@ void ptx_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel) {
   /* Arguments are distinct buffers: a dot of x with itself has one input. */
   LLVMValueRef a = cpu_kernel_arg(gen, args, 1, t);
   LLVMValueRef bm = cpu_kernel_arg(gen, args, kernel->num_args > 2 ? 2 : 1, t);
+  /* The GPU plan run on the CPU (gpu_threads) has no barriers or mma: it
+   * keeps one thread an element for every dot (see ptx_thread_plan). */
+  if (ptx_dot_tiled(node) && !gen->gpu_threads) {
+    DotTile tile = {.a = a, .b = bm, .c = c, .m = m, .n = n, .k = k, .ta = ta, .tb = tb};
+    emit_tiled(gen, function, &tile, fn, sa->rank > 2 ? m * k : 0, sb->rank > 2 ? k * n : 0);
+    return;
+  }
   CpuLoop item, p;
   cpu_loop_begin(gen, &item, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
   LLVMValueRef row = LLVMBuildUDiv(b, item.index, cpu_i64(gen, n), "");

@@ -67,8 +67,9 @@ static char work_dir[128];
  * its PTX for sm_80 and sm_90 with ptxas -v, requires no spills, and runs
  * only the evaluator (no device needed). */
 /* "gpu-plan" runs the GPU's kernels on the CPU: the plan as GPU threads
- * split it (ptx_thread_plan) and the GPU's dot kernels, compiled natively,
- * compared with the evaluator (no device needed). */
+ * split it (ptx_thread_plan) and the GPU's one-thread-an-element dot
+ * kernels, compiled natively, compared with the evaluator (no device
+ * needed); the tiled f32 dot is simulated by tests/gpu/dot_tile_model.c. */
 typedef enum { TARGET_CPU, TARGET_CUDA, TARGET_PTXAS, TARGET_GPU_PLAN } Target;
 
 static Target target(void) {

@@ -83,11 +83,12 @@ static void check_program(const KernelPlan *plan, const tfm_gpu_program *p, cons
     }
     CHECK(params[kernel->num_args] == &items && items == l->items);
   }
-  /* The dot has one thread per element of its [33, 300] output. */
+  /* The f32 dot is tiled: its [33, 300] output is 1 x 3 tiles of 64 x 128,
+   * a block of PTX_BLOCK_THREADS each. */
   int dots = 0;
   for (int k = 0; k < plan->num_kernels; k++)
     if (plan->kernels[k].kind == KERNEL_DOT)
-      dots++, CHECK(p->launches[k].items == 33 * 300);
+      dots++, CHECK(p->launches[k].items == 3 * PTX_BLOCK_THREADS);
   CHECK(dots == 1);
   /* w's new value is written over w in the persistent region (in-place
    * update), which comes back whole: no scratch value to read back. */

@@ -1,0 +1,211 @@
+/* A CPU model of the tiled tensor-core dot (compiler/codegen/ptx_dot.c):
+ * every thread of every block stages its share of the A and B tiles and
+ * gathers its mma fragments with the formulas of ptx_dot_tile.h, as the
+ * emitter does; mma.m16n8k8 itself is simulated from the PTX ISA's
+ * fragment tables, written out here independently of the header. So a
+ * wrong fragment or staging formula in the header gives a wrong C here.
+ * Sizes are odd (edge tiles in m, n and k), with all four transposes and a
+ * batch with a broadcast operand; results are checked against a naive
+ * matmul of the tf32-rounded inputs, and against the unrounded one within
+ * the tf32 bound docs/internals.md gives. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptx_dot_tile.h"
+
+static int failures;
+
+/* cvt.rna.tf32.f32: round to 10 mantissa bits, ties away from zero. */
+static float tf32(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u = (u + 0x1000u) & 0xffffe000u;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+/* mma.m16n8k8.row.col.f32.tf32.tf32.f32 over one warp's registers, per the
+ * PTX ISA's fragment layouts (groupID = lane >> 2, threadID_in_group =
+ * lane % 4): a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
+ * b0 (k = t, n = g), b1 (k = t + 4, n = g); c0 (g, 2t), c1 (g, 2t + 1),
+ * c2 (g + 8, 2t), c3 (g + 8, 2t + 1). */
+static void mma(float a[32][4], float b[32][2], float c[32][4]) {
+  float A[16][8], B[8][8], C[16][8];
+  for (int lane = 0; lane < 32; lane++) {
+    int g = lane >> 2, t = lane % 4;
+    A[g][t] = a[lane][0], A[g + 8][t] = a[lane][1];
+    A[g][t + 4] = a[lane][2], A[g + 8][t + 4] = a[lane][3];
+    B[t][g] = b[lane][0], B[t + 4][g] = b[lane][1];
+    C[g][2 * t] = c[lane][0], C[g][2 * t + 1] = c[lane][1];
+    C[g + 8][2 * t] = c[lane][2], C[g + 8][2 * t + 1] = c[lane][3];
+  }
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 8; j++)
+      for (int p = 0; p < 8; p++)
+        C[i][j] += A[i][p] * B[p][j];
+  for (int lane = 0; lane < 32; lane++) {
+    int g = lane >> 2, t = lane % 4;
+    c[lane][0] = C[g][2 * t], c[lane][1] = C[g][2 * t + 1];
+    c[lane][2] = C[g + 8][2 * t], c[lane][3] = C[g + 8][2 * t + 1];
+  }
+}
+
+#define TM (PTX_DOT_WARP_TILE / PTX_MMA_M)
+#define TN (PTX_DOT_WARP_TILE / PTX_MMA_N)
+
+typedef struct Dot {
+  int64_t batch, m, n, k, batch_a, batch_b; /* batch_x: 0 for a broadcast operand */
+  bool ta, tb;
+} Dot;
+
+/* The emitter's kernel, thread by thread (its emit_tiled, stage, multiply). */
+static void model(const Dot *d, const float *A, const float *B, float *C) {
+  static float acc[PTX_DOT_THREADS][TM][TN][4];
+  static float as[PTX_DOT_BM * PTX_DOT_AS_STRIDE], bs[PTX_DOT_BK * PTX_DOT_BS_STRIDE];
+  int64_t tiles_n = ptx_dot_tiles(d->n, PTX_DOT_BN), tiles_m = ptx_dot_tiles(d->m, PTX_DOT_BM);
+  int64_t blocks = d->batch * tiles_m * tiles_n;
+  for (int64_t block = 0; block < blocks; block++) {
+    int64_t col0 = block % tiles_n * PTX_DOT_BN, rest = block / tiles_n;
+    int64_t row0 = rest % tiles_m * PTX_DOT_BM, batch = rest / tiles_m;
+    int64_t a_base = batch * d->batch_a, b_base = batch * d->batch_b;
+    memset(acc, 0, sizeof acc);
+    for (int64_t step = 0; step < ptx_dot_tiles(d->k, PTX_DOT_BK); step++) {
+      int64_t p0 = step * PTX_DOT_BK;
+      /* Cells no thread stages stay NaN, so reading one poisons C. */
+      for (size_t i = 0; i < sizeof as / sizeof *as; i++) as[i] = NAN;
+      for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) bs[i] = NAN;
+      for (int64_t tid = 0; tid < PTX_DOT_THREADS; tid++) {
+        for (int s = 0; s < PTX_DOT_A_STEPS; s++) {
+          int64_t e = tid + (int64_t)s * PTX_DOT_THREADS;
+          int64_t slow = e / ptx_dot_a_inner(d->ta), fast = e % ptx_dot_a_inner(d->ta);
+          int64_t r = d->ta ? fast : slow, kk = d->ta ? slow : fast;
+          int64_t gi = row0 + r, gp = p0 + kk;
+          bool ok = gi < d->m && gp < d->k;
+          int64_t index = a_base + (d->ta ? gp * d->m + gi : gi * d->k + gp);
+          as[r * PTX_DOT_AS_STRIDE + kk] = ok ? tf32(A[index]) : 0.0f;
+        }
+        for (int s = 0; s < PTX_DOT_B_STEPS; s++) {
+          int64_t e = tid + (int64_t)s * PTX_DOT_THREADS;
+          int64_t slow = e / ptx_dot_b_inner(d->tb), fast = e % ptx_dot_b_inner(d->tb);
+          int64_t c = d->tb ? slow : fast, kk = d->tb ? fast : slow;
+          int64_t gj = col0 + c, gp = p0 + kk;
+          bool ok = gj < d->n && gp < d->k;
+          int64_t index = b_base + (d->tb ? gj * d->k + gp : gp * d->n + gj);
+          bs[kk * PTX_DOT_BS_STRIDE + c] = ok ? tf32(B[index]) : 0.0f;
+        }
+      }
+      for (int64_t warp = 0; warp < PTX_DOT_THREADS / 32; warp++)
+        for (int ks = 0; ks < PTX_DOT_BK; ks += PTX_MMA_K) {
+          static float fa[TM][32][4], fb[TN][32][2], fc[32][4];
+          for (int64_t lane = 0; lane < 32; lane++) {
+            int64_t group = lane / PTX_MMA_GROUP, quad = lane % PTX_MMA_GROUP;
+            for (int mi = 0; mi < TM; mi++)
+              for (int i = 0; i < 4; i++) {
+                int64_t r = ptx_dot_warp_row(warp) + group + mi * PTX_MMA_M + ptx_mma_a_row(i);
+                int64_t kk = quad + ks + ptx_mma_a_col(i);
+                fa[mi][lane][i] = as[r * PTX_DOT_AS_STRIDE + kk];
+              }
+            for (int ni = 0; ni < TN; ni++)
+              for (int i = 0; i < 2; i++) {
+                int64_t kk = quad + ks + ptx_mma_b_row(i);
+                int64_t c = ptx_dot_warp_col(warp) + group + ni * PTX_MMA_N;
+                fb[ni][lane][i] = bs[kk * PTX_DOT_BS_STRIDE + c];
+              }
+          }
+          for (int mi = 0; mi < TM; mi++)
+            for (int ni = 0; ni < TN; ni++) {
+              for (int lane = 0; lane < 32; lane++)
+                memcpy(fc[lane], acc[warp * 32 + lane][mi][ni], sizeof fc[lane]);
+              mma(fa[mi], fb[ni], fc);
+              for (int lane = 0; lane < 32; lane++)
+                memcpy(acc[warp * 32 + lane][mi][ni], fc[lane], sizeof fc[lane]);
+            }
+        }
+    }
+    for (int64_t tid = 0; tid < PTX_DOT_THREADS; tid++) {
+      int64_t warp = tid / 32, lane = tid % 32;
+      int64_t group = lane / PTX_MMA_GROUP, quad = lane % PTX_MMA_GROUP;
+      for (int mi = 0; mi < TM; mi++)
+        for (int ni = 0; ni < TN; ni++)
+          for (int i = 0; i < 4; i++) {
+            int64_t r = row0 + ptx_dot_warp_row(warp) + group + mi * PTX_MMA_M + ptx_mma_c_row(i);
+            int64_t c = col0 + ptx_dot_warp_col(warp) + quad * 2 + ni * PTX_MMA_N + ptx_mma_c_col(i);
+            if (r < d->m && c < d->n)
+              C[batch * d->m * d->n + r * d->n + c] = acc[tid][mi][ni][i];
+          }
+    }
+  }
+}
+
+static float *values(int64_t count, unsigned *seed) {
+  float *v = malloc(sizeof *v * (size_t)(count ? count : 1));
+  for (int64_t i = 0; i < count; i++) {
+    *seed = *seed * 1103515245u + 12345u;
+    v[i] = (float)((*seed >> 8) % 2001) / 1000.0f - 1.0f;
+  }
+  return v;
+}
+
+/* C of the model against naive sums in double: of the tf32-rounded inputs
+ * (only f32 accumulation differs: 2^-20 of sum |a||b| is ample), and of the
+ * inputs as given (each product is off by up to 2^-10 relative after
+ * rounding both factors to tf32, so the bound is 2^-10 sum |a||b| plus the
+ * accumulation's share). */
+static void check(Dot d) {
+  unsigned seed = (unsigned)(d.m * 131 + d.n * 17 + d.k + d.ta * 2 + d.tb);
+  float *A = values((d.batch_a ? d.batch : 1) * d.m * d.k, &seed);
+  float *B = values((d.batch_b ? d.batch : 1) * d.k * d.n, &seed);
+  float *C = malloc(sizeof *C * (size_t)(d.batch * d.m * d.n));
+  for (int64_t i = 0; i < d.batch * d.m * d.n; i++) C[i] = NAN;
+  model(&d, A, B, C);
+  double worst_rounded = 0, worst_exact = 0;
+  for (int64_t b = 0; b < d.batch; b++)
+    for (int64_t i = 0; i < d.m; i++)
+      for (int64_t j = 0; j < d.n; j++) {
+        double rounded = 0, exact = 0, magnitude = 0;
+        for (int64_t p = 0; p < d.k; p++) {
+          float a = A[b * d.batch_a + (d.ta ? p * d.m + i : i * d.k + p)];
+          float x = B[b * d.batch_b + (d.tb ? j * d.k + p : p * d.n + j)];
+          rounded += (double)tf32(a) * tf32(x);
+          exact += (double)a * x;
+          magnitude += fabs((double)a * x);
+        }
+        double got = C[b * d.m * d.n + i * d.n + j];
+        double scale = magnitude > 0 ? magnitude : 1;
+        double er = fabs(got - rounded) / scale, ee = fabs(got - exact) / scale;
+        if (!(er <= ldexp(1, -20)) || !(ee <= ldexp(1, -10) + ldexp(1, -20))) {
+          if (failures++ < 10)
+            printf("FAIL: %lldx%lldx%lld batch %lld ta %d tb %d: C[%lld][%lld][%lld] = %g, want %g\n",
+                   (long long)d.m, (long long)d.n, (long long)d.k, (long long)d.batch, d.ta, d.tb,
+                   (long long)b, (long long)i, (long long)j, got, exact);
+        }
+        if (er > worst_rounded) worst_rounded = er;
+        if (ee > worst_exact) worst_exact = ee;
+      }
+  printf("%lldx%lldx%lld batch %lld ta %d tb %d: worst error / sum|ab| %.3g (tf32 inputs), %.3g (f32 inputs)\n",
+         (long long)d.m, (long long)d.n, (long long)d.k, (long long)d.batch, d.ta, d.tb,
+         worst_rounded, worst_exact);
+  free(A);
+  free(B);
+  free(C);
+}
+
+int main(void) {
+  /* m, n, k: single elements, exact tiles, and one past them in each. */
+  static const int64_t sizes[][3] = {{1, 1, 1}, {5, 7, 3}, {64, 128, 16}, {65, 129, 17}, {33, 300, 40}};
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (int t = 0; t < 4; t++) {
+      int64_t m = sizes[s][0], n = sizes[s][1], k = sizes[s][2];
+      check((Dot){.batch = 1, .m = m, .n = n, .k = k, .batch_a = m * k, .batch_b = k * n,
+                  .ta = t & 1, .tb = t >> 1});
+    }
+  /* A batch, B broadcast (a rank-2 weight), as attention's projections. */
+  for (int t = 0; t < 4; t++)
+    check((Dot){.batch = 3, .m = 70, .n = 9, .k = 20, .batch_a = 70 * 20, .batch_b = 0,
+                .ta = t & 1, .tb = t >> 1});
+  check((Dot){.batch = 2, .m = 3, .n = 130, .k = 5, .batch_a = 0, .batch_b = 5 * 130});
+  printf("%s: %s\n", "gpu.dot_tile_model", failures ? "FAILED" : "all checks passed");
+  return failures != 0;
+}
