@@ -5,13 +5,7 @@
 # usage: ptx_cublas.sh TFMC GPT_TFM
 set -eu
 tfmc=$1 model=$2
-ptxas=${TFM_PTXAS:-$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)}
-if ! "$ptxas" --version > /dev/null 2>&1; then
-  echo "skipped: no ptxas to assemble PTX with (install the CUDA toolkit)"
-  exit 77
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/find_ptxas.sh"
 config=(-D vocab=80 -D d_model=16 -D heads=2 -D layers=1 -D seq_len=8 -D batch=4 --train)
 # "kernel K fn F dot ...": the functions of each kind.
 "$tfmc" emit kernels "$model" "${config[@]}" |

@@ -6,13 +6,7 @@
 # usage: ptx_models.sh TFMC MODELS_DIR
 set -eu
 tfmc=$1 models=$2
-ptxas=${TFM_PTXAS:-$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)}
-if ! "$ptxas" --version > /dev/null 2>&1; then
-  echo "skipped: no ptxas to assemble PTX with (install the CUDA toolkit)"
-  exit 77
-fi
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+. "$(dirname "$0")/find_ptxas.sh"
 # sm_80 through emit kernels (its ptxas -v table), sm_90 through emit ptx
 # and ptxas -v here: each PTX is generated and assembled once.
 for model in gpt transformer; do
