@@ -196,21 +196,16 @@ static void allow_inlining(CpuGen *gen, LLVMValueRef fn) {
 }
 
 /* With cublas, the dots cuBLAS computes get neither a function nor an
- * entry (entries[f] stays NULL). */
+ * entry (gen->functions[f] and entries[f] stay NULL). */
 static bool generate(CpuGen *gen, LLVMValueRef *entries, bool cublas) {
   const KernelPlan *plan = gen->plan;
-  bool *skip = calloc((size_t)plan->num_functions + 1, sizeof *skip);
-  if (!skip)
-    abort(); /* out of memory while building LLVM IR */
   for (int f = 0; f < plan->num_functions; f++) {
     const Kernel *k = &plan->kernels[plan->function_kernel[f]];
     int64_t desc[PTX_GEMM_FIELDS];
-    if (cublas && (skip[f] = ptx_dot_on_cublas(plan, plan->function_kernel[f], desc)))
+    if (cublas && ptx_dot_on_cublas(plan, plan->function_kernel[f], desc))
       continue;
-    if (k->num_args > KERNEL_MAX_ARGS_PTX) {
-      free(skip);
+    if (k->num_args > KERNEL_MAX_ARGS_PTX)
       return false;
-    }
     if (k->kind == KERNEL_DOT)
       ptx_emit_dot_kernel(gen, f, k);
     else if (k->kind == KERNEL_SCATTER)
@@ -220,9 +215,8 @@ static bool generate(CpuGen *gen, LLVMValueRef *entries, bool cublas) {
     allow_inlining(gen, gen->functions[f]);
   }
   for (int f = 0; f < plan->num_functions; f++)
-    if (!skip[f])
+    if (gen->functions[f])
       entries[f] = emit_entry(gen, f);
-  free(skip);
   return true;
 }
 

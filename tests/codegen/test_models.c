@@ -17,9 +17,10 @@
  * about lr whose signs are the noise's; fused and unfused multiply-add
  * round differently, so the updated bk and its moments are not something
  * two correct implementations agree on to 1e-4. They are still checked,
- * against the spread rounding itself gives them. The compiled graph is pass_standard's, so the
- * evaluator is also run on the graph as lowered, to tie the compiled code
- * to the model itself and not only to the optimised graph. */
+ * against the spread rounding itself gives them. The compiled graph is
+ * pass_standard's, so the evaluator is also run on the graph as lowered,
+ * to tie the compiled code to the model itself and not only to the
+ * optimised graph. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdio.h>
 #include <stdlib.h>
