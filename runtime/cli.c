@@ -11,6 +11,7 @@
 
 #include "beam.h"
 #include "bleu.h"
+#include "profile.h"
 #include "train.h"
 
 extern const tfm_model_info tfm_model;

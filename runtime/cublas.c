@@ -5,10 +5,10 @@
  * the values cublas_api.h documents, instead of including the toolkit's
  * headers (which need not be installed where tfm is built). */
 #define _POSIX_C_SOURCE 200809L
+#include "dl.h"
 #include "gpu.h"
 
 #include <dlfcn.h>
-#include <string.h>
 
 #define NO_CUBLAS_MESSAGE "cuBLAS not found (libcublas.so): build without --gemm=cublas or " \
                           "install the CUDA toolkit's cuBLAS"
@@ -49,9 +49,8 @@ tfm_gpu_colmajor tfm_gpu_gemm_colmajor(const int64_t *g) {
 }
 
 static int resolve(void *library, const char *name, void *field) {
-  void *symbol = dlsym(library, name);
-  if (!symbol) return tfm_fail("cuBLAS: the library has no %s (too old?)", name);
-  memcpy(field, &symbol, sizeof symbol); /* ISO C: no void * to function pointer cast */
+  if (tfm_dl_symbol(library, name, field))
+    return tfm_fail("cuBLAS: the library has no %s (too old?)", name);
   return TFM_OK;
 }
 

@@ -3,10 +3,10 @@
  * why it cannot run when there is no driver or no device. */
 #define _POSIX_C_SOURCE 200809L
 #include "tfmrt.h"
+#include "dl.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>
-#include <string.h>
 
 #define DRIVER_LIBRARY "libcuda.so.1"
 #define NO_DRIVER_MESSAGE "no CUDA driver found (" DRIVER_LIBRARY "): build with --target " \
@@ -71,12 +71,9 @@ static int check(const tfm_cuda *cuda, CUresult result, const char *call) {
 }
 
 static int resolve_symbols(tfm_cuda *cuda) {
-  void *symbol;
-  /* memcpy: ISO C has no conversion from void * to a function pointer. */
 #define RESOLVE(field, name, params)                                                     \
-  if (!(symbol = dlsym(cuda->library, name)))                                           \
-    return tfm_fail("CUDA: the driver " DRIVER_LIBRARY " has no %s (driver too old?)", name); \
-  memcpy(&cuda->field, &symbol, sizeof symbol);
+  if (tfm_dl_symbol(cuda->library, name, &cuda->field))                                 \
+    return tfm_fail("CUDA: the driver " DRIVER_LIBRARY " has no %s (driver too old?)", name);
   DRIVER_FUNCTIONS(RESOLVE)
 #undef RESOLVE
   return TFM_OK;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "profile.h"
 
 int tfm_graph_open(tfm_graph *g, const tfm_graph_desc *desc) {
   memset(g, 0, sizeof *g);

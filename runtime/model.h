@@ -76,12 +76,6 @@ void *tfm_graph_buffer(tfm_graph *g, const char *name, tfm_role role,
 int64_t tfm_buffer_numel(const tfm_buffer_desc *b);
 int64_t tfm_buffer_bytes(const tfm_buffer_desc *b);
 void tfm_graph_run(tfm_graph *g, tfm_pool *pool);
-/* --profile (profile.c): from tfm_profile_start on, each tfm_graph_run and
- * each kernel in it is timed; tfm_profile_report prints, per graph that ran,
- * its kernels by total time, then the graph's own time. */
-void tfm_profile_start(void);
-void tfm_profile_report(FILE *out);
-void tfm_profile_run(tfm_graph *g, tfm_pool *pool); /* tfm_graph_run while profiling */
 void tfm_graph_update(tfm_graph *g);
 /* Copies every param (and state) of src into the same-named one of dst;
  * refuses a shape or dtype mismatch. Buffers dst lacks are skipped. */

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "model.h"
+#include "profile.h"
 
 /* init, train and forward, with room for a program that opens more. */
 #define MAX_GRAPHS 8

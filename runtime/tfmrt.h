@@ -115,13 +115,8 @@ size_t tfm_pool_threads(const tfm_pool *pool);
 int tfm_parallel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx);
 
 /* What generated code calls for the kernel at index `kernel` of the running
- * graph: tfm_parallel_for, timed when profiling is on (tfm_profile_start in
- * model.h). */
+ * graph: tfm_parallel_for, timed when profiling is on (profile.h). */
 int tfm_kernel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx, int32_t kernel);
-/* profile.c's side of tfm_kernel_for: whether it times, and where it adds. */
-extern int tfm_profiling;
-void tfm_profile_kernel(int32_t kernel, int64_t ns);
-int64_t tfm_profile_now_ns(void);
 
 /* A 64-byte-aligned block of at least `bytes` that belongs to the calling
  * thread and lives as long as it (generated GEMMs pack operands into it);

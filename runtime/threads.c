@@ -3,6 +3,7 @@
  * indices depends only on n and the pool size, never on timing. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "tfmrt.h"
+#include "profile.h"
 
 #include <errno.h>
 #include <pthread.h>

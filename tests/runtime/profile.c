@@ -4,7 +4,7 @@
  * total line has the runs of the graph. */
 #define _POSIX_C_SOURCE 200809L
 #include "check.h"
-#include "model.h"
+#include "profile.h"
 
 #include <stdlib.h>
 #include <string.h>
