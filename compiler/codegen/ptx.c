@@ -83,7 +83,8 @@ int64_t ptx_work_items(const KernelPlan *plan, int kernel) {
   const GraphNode *root = graph_node(plan->graph, k->root);
   if (k->kind == KERNEL_DOT && ptx_dot_tiled(root))
     return ptx_dot_tiled_items(root);
-  return thread_items(plan, kernel);
+  int64_t threads = ptx_row_split_threads(plan, kernel);
+  return thread_items(plan, kernel) * (threads > 0 ? threads : 1);
 }
 
 KernelPlan *ptx_thread_plan(const KernelPlan *plan) {
@@ -201,7 +202,7 @@ static bool generate(CpuGen *gen, LLVMValueRef *entries, bool cublas) {
   const KernelPlan *plan = gen->plan;
   for (int f = 0; f < plan->num_functions; f++) {
     const Kernel *k = &plan->kernels[plan->function_kernel[f]];
-    int64_t desc[PTX_GEMM_FIELDS];
+    int64_t desc[PTX_GEMM_FIELDS], threads;
     if (cublas && ptx_dot_on_cublas(plan, plan->function_kernel[f], desc))
       continue;
     if (k->num_args > KERNEL_MAX_ARGS_PTX)
@@ -210,6 +211,8 @@ static bool generate(CpuGen *gen, LLVMValueRef *entries, bool cublas) {
       ptx_emit_dot_kernel(gen, f, k);
     else if (k->kind == KERNEL_SCATTER)
       cpu_emit_scatter_kernel(gen, f, k);
+    else if ((threads = ptx_row_split_threads(plan, plan->function_kernel[f])) > 0)
+      ptx_emit_row_kernel(gen, f, k, threads);
     else
       cpu_emit_loop_kernel(gen, f, k);
     allow_inlining(gen, gen->functions[f]);
