@@ -54,7 +54,9 @@ void ptx_entry_name(const char *prefix, int function, char *name, size_t size) {
  * without hoisted reductions takes every axis from the thread index instead,
  * so neighbouring threads write neighbouring elements (coalesced) and there
  * are numel threads, not numel / last dimension. A kernel with a hoisted
- * row reduction keeps one row a thread. */
+ * row reduction keeps its rows; the launch then gives each row a warp or a
+ * block (ptx_row_split_threads), and so does it for each output element of
+ * a root reduction over its input's last axis. */
 static int thread_axes(const KernelPlan *plan, const Kernel *k) {
   if (k->kind == KERNEL_LOOP && k->num_hoisted == 0)
     return graph_node(plan->graph, k->root)->shape.rank;
