@@ -73,6 +73,26 @@ LLVMValueRef cpu_philox_uniform(CpuGen *gen, const GraphNode *node, LLVMValueRef
 LLVMValueRef cpu_gemm_function(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb);
 
 void cpu_emit_loop_kernel(CpuGen *gen, int function, const Kernel *kernel);
+
+/* A loop kernel as the GPU's cooperative rows (ptx_row.h): `threads`
+ * consecutive work items share each row, the range function's begin being
+ * the work item (its end is ignored). `combine` turns each thread's partial
+ * accumulator of reduction `reduce` (the kernel's `slot`-th shared one:
+ * its hoisted reductions in order, then its root) into the row's value, in
+ * every thread of the row (ptx_row.c: warp shuffles, shared memory). */
+typedef struct CpuRowSplit {
+  int64_t threads;
+  bool over_range; /* the function runs every work item of [begin, end) (on the CPU) */
+  LLVMValueRef (*combine)(CpuGen *gen, int function, int slot, const GraphNode *reduce,
+                          LLVMValueRef partial, LLVMValueRef tid, int64_t threads);
+} CpuRowSplit;
+void cpu_emit_split_loop_kernel(CpuGen *gen, int function, const Kernel *kernel,
+                                const CpuRowSplit *split);
+/* A reduction's identity, and its accumulator after one more element (a
+ * sum, or a max that keeps `a` on ties and takes a NaN `v`). */
+LLVMValueRef cpu_reduction_init(CpuGen *gen, const GraphNode *reduce);
+LLVMValueRef cpu_reduction_step(CpuGen *gen, const GraphNode *reduce, LLVMValueRef a,
+                                LLVMValueRef v);
 void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);
 void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel);
 void cpu_emit_entry(CpuGen *gen);
@@ -83,6 +103,11 @@ void cpu_emit_size(CpuGen *gen, const char *suffix, int64_t bytes);
 void cpu_init_types(CpuGen *gen);
 /* gpu_host.c: P_run, P_update and the sizes of a CUDA build's host module. */
 void gpu_emit_host_entry(CpuGen *gen, const char *ptx);
+/* ptx_row.c: for the GPU plan run on the CPU (gpu_threads), a kernel that
+ * the GPU splits into cooperative rows as those rows with one thread each
+ * (a range over rows): the split's loops and indexing without shuffles.
+ * False, emitting nothing, for a kernel the GPU does not split. */
+bool ptx_emit_row_kernel_serial(CpuGen *gen, int function, const Kernel *kernel);
 /* ptx_dot.c: a dot as a range over elements of C (one GPU thread each). */
 void ptx_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);
 

@@ -32,6 +32,9 @@ typedef struct Emitter {
   Memo *memo;            /* values valid where the builder is now */
   int memo_count, memo_capacity;
   int next_index_id;
+  int function;
+  const CpuRowSplit *split; /* the GPU's cooperative rows, or NULL */
+  LLVMValueRef tid;         /* with split: this thread's place in its row */
 } Emitter;
 
 static LLVMValueRef emit(Emitter *e, GraphId id, Index *at);
@@ -262,25 +265,35 @@ static LLVMValueRef emit_random(Emitter *e, const GraphNode *n, Index *at) {
   return cpu_philox_uniform(e->gen, n, offset, linear_of(e, at));
 }
 
-static LLVMValueRef reduction_init(Emitter *e, const GraphNode *n) {
-  LLVMTypeRef t = cpu_type(e->gen, n->dtype);
+LLVMValueRef cpu_reduction_init(CpuGen *gen, const GraphNode *n) {
+  LLVMTypeRef t = cpu_type(gen, n->dtype);
   bool fl = is_float(n);
   if (n->op == GRAPH_OP_REDUCE_SUM)
-    return fl ? LLVMConstReal(t, 0.0) : cpu_i32(e->gen, 0);
-  return fl ? LLVMConstReal(t, -INFINITY) : cpu_i32(e->gen, INT32_MIN);
+    return fl ? LLVMConstReal(t, 0.0) : cpu_i32(gen, 0);
+  return fl ? LLVMConstReal(t, -INFINITY) : cpu_i32(gen, INT32_MIN);
 }
 
 /* The accumulator after one more element: a sum, or a max that keeps `a`
  * on ties and takes a NaN `v`, as the evaluator does. */
-static LLVMValueRef reduction_step(Emitter *e, const GraphNode *n, LLVMValueRef a,
-                                   LLVMValueRef v) {
+LLVMValueRef cpu_reduction_step(CpuGen *gen, const GraphNode *n, LLVMValueRef a, LLVMValueRef v) {
+  LLVMBuilderRef b = gen->builder;
   bool fl = is_float(n);
   if (n->op == GRAPH_OP_REDUCE_SUM)
-    return fl ? LLVMBuildFAdd(e->b, a, v, "") : LLVMBuildAdd(e->b, a, v, "");
+    return fl ? LLVMBuildFAdd(b, a, v, "") : LLVMBuildAdd(b, a, v, "");
   LLVMValueRef take =
-      fl ? LLVMBuildOr(e->b, LLVMBuildFCmp(e->b, LLVMRealOLT, a, v, ""), is_nan(e, v), "")
-         : LLVMBuildICmp(e->b, LLVMIntSLT, a, v, "");
-  return LLVMBuildSelect(e->b, take, v, a, "");
+      fl ? LLVMBuildOr(b, LLVMBuildFCmp(b, LLVMRealOLT, a, v, ""),
+                       LLVMBuildFCmp(b, LLVMRealUNO, v, v, ""), "")
+         : LLVMBuildICmp(b, LLVMIntSLT, a, v, "");
+  return LLVMBuildSelect(b, take, v, a, "");
+}
+
+static LLVMValueRef reduction_init(Emitter *e, const GraphNode *n) {
+  return cpu_reduction_init(e->gen, n);
+}
+
+static LLVMValueRef reduction_step(Emitter *e, const GraphNode *n, LLVMValueRef a,
+                                   LLVMValueRef v) {
+  return cpu_reduction_step(e->gen, n, a, v);
 }
 
 /* Sums or maxes the input over the reduced axes at output index `at`; the
@@ -310,6 +323,56 @@ static LLVMValueRef emit_reduction(Emitter *e, GraphId id, Index *at) {
     cpu_loop_end(gen, &loops[--num_loops]);
   e->memo_count = mark;
   return LLVMBuildLoad2(e->b, t, acc, "");
+}
+
+/* A reduction the threads of a row share (ptx_row.h): thread tid takes
+ * elements ptx_row_element(tid, s, threads) of the reduced axes flattened
+ * row-major, s < ptx_row_steps(length, threads, tid), accumulating them in
+ * that order; the split's combine then gives every thread of the row the
+ * row's value. Reductions nested in its input stay serial (emit_reduction). */
+static LLVMValueRef emit_shared_reduction(Emitter *e, GraphId id, Index *at, int slot) {
+  CpuGen *gen = e->gen;
+  LLVMBuilderRef b = e->b;
+  const GraphNode *n = node_of(e, id);
+  const GraphNode *x = node_of(e, n->inputs[0]);
+  LLVMTypeRef t = cpu_type(gen, n->dtype);
+  int64_t threads = e->split->threads, length = 1;
+  for (int d = 0; d < x->shape.rank; d++)
+    if (n->attrs.axes & (1u << d))
+      length *= x->shape.dims[d];
+  settle(e, at);
+  LLVMValueRef acc = cpu_entry_alloca(gen, t, "acc");
+  LLVMBuildStore(b, reduction_init(e, n), acc);
+  LLVMValueRef steps =
+      LLVMBuildUDiv(b, LLVMBuildSub(b, cpu_i64(gen, length + threads - 1), e->tid, ""),
+                    cpu_i64(gen, threads), "steps");
+  CpuLoop step;
+  cpu_loop_begin(gen, &step, cpu_i64(gen, 0), steps);
+  LLVMValueRef l =
+      LLVMBuildAdd(b, e->tid, LLVMBuildMul(b, step.index, cpu_i64(gen, threads), ""), "");
+  Index in = new_index(e, &x->shape);
+  int mark = e->memo_count;
+  int64_t stride = 1;
+  for (int d = x->shape.rank - 1; d >= 0; d--) {
+    if (!(n->attrs.axes & (1u << d))) {
+      in.axis[d] = at->axis[d];
+      continue;
+    }
+    int64_t dim = x->shape.dims[d];
+    LLVMValueRef v = stride > 1 ? LLVMBuildUDiv(b, l, cpu_i64(gen, stride), "") : l;
+    if (dim == 1)
+      v = cpu_i64(gen, 0);
+    else if (stride * dim < length)
+      v = LLVMBuildURem(b, v, cpu_i64(gen, dim), "");
+    in.axis[d] = v;
+    stride *= dim;
+  }
+  LLVMValueRef v = emit(e, n->inputs[0], &in);
+  LLVMBuildStore(b, reduction_step(e, n, LLVMBuildLoad2(b, t, acc, ""), v), acc);
+  cpu_loop_end(gen, &step);
+  e->memo_count = mark;
+  LLVMValueRef partial = LLVMBuildLoad2(b, t, acc, "");
+  return e->split->combine(gen, e->function, slot, n, partial, e->tid, threads);
 }
 
 static LLVMValueRef in_range(Emitter *e, LLVMValueRef i, int64_t lo, int64_t hi) {
@@ -494,7 +557,8 @@ static void hoist_reductions(Emitter *e, const Index *row) {
               LLVMBuildMul(e->b, row->axis[var], cpu_i64(e->gen, h->index[d].coef[var]), ""), "");
       at.axis[d] = v;
     }
-    e->hoisted[i] = emit_reduction(e, h->node, &at);
+    e->hoisted[i] = e->split ? emit_shared_reduction(e, h->node, &at, i)
+                             : emit_reduction(e, h->node, &at);
   }
 }
 
@@ -576,9 +640,69 @@ static void emit_rows(Emitter *e, LLVMValueRef begin, LLVMValueRef end) {
   cpu_loop_end(gen, &rows);
 }
 
-void cpu_emit_loop_kernel(CpuGen *gen, int function, const Kernel *k) {
+/* The GPU's cooperative rows (ptx_row.h): work item `item` is thread
+ * ptx_row_tid of row ptx_row_of. The row's hoisted reductions are shared;
+ * then a root reduction whose row is one element is shared as well and
+ * thread 0 stores it, or else thread tid computes and stores elements
+ * ptx_row_element(tid, s, threads) of the row's inner axes, flattened
+ * row-major (neighbouring threads, neighbouring elements). */
+static void emit_split_rows(Emitter *e, LLVMValueRef item) {
+  CpuGen *gen = e->gen;
+  LLVMBuilderRef b = e->b;
+  const Kernel *k = e->kernel;
+  const GraphNode *root = graph_node(gen->graph, k->root);
+  const GraphShape *shape = &root->shape;
+  LLVMTypeRef t = cpu_type(gen, root->dtype);
+  int64_t threads = e->split->threads, inner = 1;
+  for (int d = k->outer_axes; d < shape->rank; d++)
+    inner *= shape->dims[d];
+  LLVMValueRef row = LLVMBuildUDiv(b, item, cpu_i64(gen, threads), "row");
+  e->tid = LLVMBuildURem(b, item, cpu_i64(gen, threads), "tid");
+  Index at = new_index(e, shape);
+  split_row(e, shape, k->outer_axes, row, &at);
+  hoist_reductions(e, &at);
+  if ((root->op == GRAPH_OP_REDUCE_SUM || root->op == GRAPH_OP_REDUCE_MAX) && inner == 1) {
+    for (int d = k->outer_axes; d < shape->rank; d++)
+      at.axis[d] = cpu_i64(gen, 0);
+    LLVMValueRef v = emit_shared_reduction(e, k->root, &at, k->num_hoisted);
+    LLVMValueRef slot = cpu_element(gen, t, e->args[0], linear_of(e, &at));
+    LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+    LLVMBasicBlockRef store = LLVMAppendBasicBlockInContext(gen->context, fn, "store");
+    LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(gen->context, fn, "stored");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, e->tid, cpu_i64(gen, 0), ""), store, done);
+    LLVMPositionBuilderAtEnd(b, store);
+    LLVMBuildStore(b, v, slot);
+    LLVMBuildBr(b, done);
+    LLVMPositionBuilderAtEnd(b, done);
+    return;
+  }
+  LLVMValueRef steps =
+      LLVMBuildUDiv(b, LLVMBuildSub(b, cpu_i64(gen, inner + threads - 1), e->tid, ""),
+                    cpu_i64(gen, threads), "steps");
+  CpuLoop step;
+  cpu_loop_begin(gen, &step, cpu_i64(gen, 0), steps);
+  LLVMValueRef l =
+      LLVMBuildAdd(b, e->tid, LLVMBuildMul(b, step.index, cpu_i64(gen, threads), ""), "");
+  int64_t stride = 1;
+  for (int d = shape->rank - 1; d >= k->outer_axes; d--) {
+    int64_t dim = shape->dims[d];
+    LLVMValueRef v = stride > 1 ? LLVMBuildUDiv(b, l, cpu_i64(gen, stride), "") : l;
+    if (dim == 1)
+      v = cpu_i64(gen, 0);
+    else if (stride * dim < inner)
+      v = LLVMBuildURem(b, v, cpu_i64(gen, dim), "");
+    at.axis[d] = v;
+    stride *= dim;
+  }
+  LLVMValueRef v = emit(e, k->root, &at);
+  LLVMBuildStore(b, v, cpu_element(gen, t, e->args[0], linear_of(e, &at)));
+  cpu_loop_end(gen, &step);
+}
+
+static void emit_loop_kernel(CpuGen *gen, int function, const Kernel *k,
+                             const CpuRowSplit *split) {
   LLVMValueRef fn = cpu_kernel_function(gen, function);
-  Emitter e = {.gen = gen, .b = gen->builder, .kernel = k};
+  Emitter e = {.gen = gen, .b = gen->builder, .kernel = k, .function = function, .split = split};
   e.args = malloc(sizeof(LLVMValueRef) * (size_t)k->num_args);
   e.hoisted = calloc((size_t)(k->num_hoisted ? k->num_hoisted : 1), sizeof(LLVMValueRef));
   if (!e.args || !e.hoisted)
@@ -587,12 +711,29 @@ void cpu_emit_loop_kernel(CpuGen *gen, int function, const Kernel *k) {
     e.args[i] = cpu_kernel_arg(
         gen, LLVMGetParam(fn, 0), i,
         cpu_type(gen, graph_node(gen->graph, gen->plan->buffers[k->args[i]].node)->dtype));
-  if (is_column_reduction(&e))
+  if (split && split->over_range) {
+    CpuLoop item;
+    cpu_loop_begin(gen, &item, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
+    emit_split_rows(&e, item.index);
+    cpu_loop_end(gen, &item);
+  } else if (split) {
+    emit_split_rows(&e, LLVMGetParam(fn, 1));
+  } else if (is_column_reduction(&e)) {
     emit_column_reduction(&e, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
-  else
+  } else {
     emit_rows(&e, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
+  }
   LLVMBuildRetVoid(gen->builder);
   free(e.args);
   free(e.hoisted);
   free(e.memo);
+}
+
+void cpu_emit_loop_kernel(CpuGen *gen, int function, const Kernel *k) {
+  emit_loop_kernel(gen, function, k, NULL);
+}
+
+void cpu_emit_split_loop_kernel(CpuGen *gen, int function, const Kernel *k,
+                                const CpuRowSplit *split) {
+  emit_loop_kernel(gen, function, k, split);
 }

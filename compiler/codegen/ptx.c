@@ -54,7 +54,9 @@ void ptx_entry_name(const char *prefix, int function, char *name, size_t size) {
  * without hoisted reductions takes every axis from the thread index instead,
  * so neighbouring threads write neighbouring elements (coalesced) and there
  * are numel threads, not numel / last dimension. A kernel with a hoisted
- * row reduction keeps one row a thread. */
+ * row reduction keeps its rows; the launch then gives each row a warp or a
+ * block (ptx_row_split_threads), and so does it for each output element of
+ * a root reduction over its input's last axis. */
 static int thread_axes(const KernelPlan *plan, const Kernel *k) {
   if (k->kind == KERNEL_LOOP && k->num_hoisted == 0)
     return graph_node(plan->graph, k->root)->shape.rank;
@@ -83,7 +85,8 @@ int64_t ptx_work_items(const KernelPlan *plan, int kernel) {
   const GraphNode *root = graph_node(plan->graph, k->root);
   if (k->kind == KERNEL_DOT && ptx_dot_tiled(root))
     return ptx_dot_tiled_items(root);
-  return thread_items(plan, kernel);
+  int64_t threads = ptx_row_split_threads(plan, kernel);
+  return thread_items(plan, kernel) * (threads > 0 ? threads : 1);
 }
 
 KernelPlan *ptx_thread_plan(const KernelPlan *plan) {
@@ -201,7 +204,7 @@ static bool generate(CpuGen *gen, LLVMValueRef *entries, bool cublas) {
   const KernelPlan *plan = gen->plan;
   for (int f = 0; f < plan->num_functions; f++) {
     const Kernel *k = &plan->kernels[plan->function_kernel[f]];
-    int64_t desc[PTX_GEMM_FIELDS];
+    int64_t desc[PTX_GEMM_FIELDS], threads;
     if (cublas && ptx_dot_on_cublas(plan, plan->function_kernel[f], desc))
       continue;
     if (k->num_args > KERNEL_MAX_ARGS_PTX)
@@ -210,6 +213,8 @@ static bool generate(CpuGen *gen, LLVMValueRef *entries, bool cublas) {
       ptx_emit_dot_kernel(gen, f, k);
     else if (k->kind == KERNEL_SCATTER)
       cpu_emit_scatter_kernel(gen, f, k);
+    else if ((threads = ptx_row_split_threads(plan, plan->function_kernel[f])) > 0)
+      ptx_emit_row_kernel(gen, f, k, threads);
     else
       cpu_emit_loop_kernel(gen, f, k);
     allow_inlining(gen, gen->functions[f]);

@@ -5,10 +5,13 @@
  * P_kF (P the prefix, F the plan function) whose parameters are the
  * kernel's buffer pointers (output first) followed by an i64 count of work
  * items. One thread computes one work item (ptx_work_items): an element
- * of a loop kernel's output (a row when it hoists a reduction, as softmax
- * and layernorm do), a column of a scatter, an element of an f64 or
- * integer dot's output; an f32 dot is a tiled tensor-core kernel, one block
- * of PTX_BLOCK_THREADS a tile of its output (ptx_dot.c). Loop and scatter kernels are the CPU backend's own functions
+ * of a loop kernel's output, a column of a scatter, an element of an f64
+ * or integer dot's output; a row reduction (a kernel that hoists
+ * reductions, as softmax and layernorm rows do, or a root reduction over
+ * its input's last axis) is a warp or a block a row (ptx_row.h, one work
+ * item a thread of the row); an f32 dot is a tiled tensor-core kernel, one
+ * block of PTX_BLOCK_THREADS a tile of its output (ptx_dot.c). Loop and
+ * scatter kernels are the CPU backend's own functions
  * (cpu_loop.c, cpu_dot.c's scatter), called by the entry with the range
  * [item, item + 1) and inlined, so both targets compute every node with
  * the same code. Math functions come from CUDA's libdevice. */

@@ -13,4 +13,11 @@
 bool ptx_dot_tiled(const GraphNode *dot);
 int64_t ptx_dot_tiled_items(const GraphNode *dot);
 
+/* ptx_row.c: the threads that share each row of loop kernel `kernel`
+ * (PTX_WARP or PTX_ROW_BLOCK_THREADS, ptx_row.h), or 0 when the kernel
+ * keeps one thread a row (or an element); and such a kernel's function
+ * (one work item a thread of a row). */
+int64_t ptx_row_split_threads(const KernelPlan *plan, int kernel);
+void ptx_emit_row_kernel(CpuGen *gen, int function, const Kernel *kernel, int64_t threads);
+
 #endif

@@ -8,6 +8,8 @@
 
 #include "errbuf.h"
 #include "ptx.h"
+#include "ptx_internal.h"
+#include "ptx_row.h"
 
 #ifndef TFM_PTXAS
 #define TFM_PTXAS "ptxas"
@@ -101,16 +103,19 @@ int ptx_report_resources(const KernelPlan *plan, const char *arch, FILE *out, ch
   }
   fprintf(out, "\ncuda %s (ptxas -v), %d threads per block:\n", arch ? arch : "sm_80",
           PTX_BLOCK_THREADS);
-  fprintf(out, "%-10s %-12s %10s %12s %11s %6s\n", "function", "root", "registers",
-          "spill stores", "spill loads", "stack");
+  fprintf(out, "%-10s %-12s %10s %12s %11s %6s %6s\n", "function", "root", "registers",
+          "spill stores", "spill loads", "stack", "row");
   int most = 0;
   long spilled = 0;
   for (int f = 0; f < plan->num_functions; f++) {
     const Kernel *k = &plan->kernels[plan->function_kernel[f]];
     const PtxResources *r = &per[f];
-    fprintf(out, "k%-9d %-12s %10d %12ld %11ld %6ld\n", f,
+    /* Row reductions: the threads sharing a row (ptx_row.h), a warp or a block. */
+    int64_t threads = ptx_row_split_threads(plan, plan->function_kernel[f]);
+    fprintf(out, "k%-9d %-12s %10d %12ld %11ld %6ld %6s\n", f,
             graph_op_name(graph_node(plan->graph, k->root)->op), r->registers, r->spill_stores,
-            r->spill_loads, r->stack);
+            r->spill_loads, r->stack,
+            threads == 0 ? "-" : threads == PTX_WARP ? "warp" : "block");
     if (r->registers > most)
       most = r->registers;
     spilled += r->spill_stores + r->spill_loads;

@@ -85,6 +85,23 @@ static void softmax_rows(void) {
   GraphId lse = graph_unary(g, GRAPH_OP_LOG, sum);
   graph_output(g, "log_softmax", graph_binary(g, GRAPH_OP_SUB, z, bcast(g, lse, SHAPE(12, 40))));
   expect("log_softmax through reshapes: one kernel", g, 1, 1, 0);
+
+  /* A row of two axes: the GPU's split rows flatten both the reduced axes
+   * and the inner loops (ptx_row.h). */
+  g = graph_new();
+  x = graph_input(g, "x", GRAPH_F32, SHAPE(3, 5, 7));
+  GraphShape s = SHAPE(3, 5, 7);
+  m = graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, 6);
+  GraphId e = graph_unary(g, GRAPH_OP_EXP, graph_binary(g, GRAPH_OP_SUB, x, bcast(g, m, s)));
+  sum = graph_reduce(g, GRAPH_OP_REDUCE_SUM, e, 6);
+  graph_output(g, "y", graph_binary(g, GRAPH_OP_DIV, e, bcast(g, sum, s)));
+  expect("softmax over two trailing axes: one kernel", g, 1, 1, 0);
+
+  /* Rows longer than PTX_ROW_WARP_MAX: a block a row on the GPU. */
+  g = graph_new();
+  x = graph_input(g, "x", GRAPH_F32, SHAPE(3, 1500));
+  graph_output(g, "y", softmax(g, x, 1));
+  expect("softmax over long rows: one kernel", g, 1, 1, 0);
 }
 
 static void layernorm_rows(void) {

@@ -24,16 +24,83 @@ static int failures;
 
 #define SHAPE(...) ((GraphShape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
 
-/* y = sum(tanh(x @ w)), and an SGD-like update of w from a scratch value. */
+/* y = sum(tanh(x @ w)), p = softmax(tanh(x @ w)) over rows of 300, and an
+ * SGD-like update of w from a scratch value. */
 static Graph *example(void) {
   Graph *g = graph_new();
   GraphId x = graph_input(g, "x", GRAPH_F32, SHAPE(33, 7));
   GraphId w = graph_param(g, "w", GRAPH_F32, SHAPE(7, 300));
   GraphId h = graph_unary(g, GRAPH_OP_TANH, graph_dot(g, x, w, false, false));
   graph_output(g, "y", graph_reduce(g, GRAPH_OP_REDUCE_SUM, h, 3));
+  GraphId m = graph_broadcast(g, graph_reduce(g, GRAPH_OP_REDUCE_MAX, h, 2), SHAPE(33, 300));
+  GraphId e = graph_unary(g, GRAPH_OP_EXP, graph_binary(g, GRAPH_OP_SUB, h, m));
+  GraphId s = graph_broadcast(g, graph_reduce(g, GRAPH_OP_REDUCE_SUM, e, 2), SHAPE(33, 300));
+  graph_output(g, "p", graph_binary(g, GRAPH_OP_DIV, e, s));
   GraphId scale = graph_broadcast(g, graph_scalar(g, GRAPH_F32, 0.5), SHAPE(7, 300));
   graph_update(g, w, graph_binary(g, GRAPH_OP_MUL, w, scale));
   return g;
+}
+
+/* The text of PTX entry `name` (from its .entry line to its closing
+ * brace), or an empty string. */
+static void entry_body(const char *ptx, const char *name, char *body, size_t size) {
+  char decl[96];
+  snprintf(decl, sizeof decl, ".entry %s(", name);
+  const char *start = strstr(ptx, decl), *end = start ? strstr(start, "\n}\n") : NULL;
+  size_t n = start && end ? (size_t)(end - start) : 0;
+  n = n < size - 1 ? n : size - 1;
+  memcpy(body, start ? start : "", n);
+  body[n] = '\0';
+}
+
+static bool is_reduce(const KernelPlan *plan, const Kernel *k) {
+  GraphOp op = graph_node(plan->graph, k->root)->op;
+  return op == GRAPH_OP_REDUCE_SUM || op == GRAPH_OP_REDUCE_MAX;
+}
+
+static int count(const char *text, const char *what) {
+  int n = 0;
+  for (const char *at = text; (at = strstr(at, what)); at++)
+    n++;
+  return n;
+}
+
+/* Row reductions share their rows (ptx_row.h): y's 9900 elements are one
+ * row, over one block of PTX_BLOCK_THREADS (shuffles, then shared memory
+ * and a barrier across its 8 warps); the softmax is one kernel (its max
+ * and sum hoisted) whose 33 rows of 300 are a warp each (5 shuffles a
+ * reduction, no barrier), 33 x 32 threads, ceil(1056 / 256) = 5 blocks
+ * whose last one has one warp in range. Elementwise kernels stay one
+ * thread an element. */
+static void check_rows(const KernelPlan *plan, const tfm_gpu_program *p, const char *ptx) {
+  static char body[1 << 16];
+  int block_rows = 0, warp_rows = 0;
+  for (int k = 0; k < plan->num_kernels; k++) {
+    const Kernel *kernel = &plan->kernels[k];
+    const GraphNode *root = graph_node(plan->graph, kernel->root);
+    if (kernel->kind != KERNEL_LOOP)
+      continue;
+    char entry[64];
+    ptx_entry_name("model", kernel->function, entry, sizeof entry);
+    entry_body(ptx, entry, body, sizeof body);
+    bool shuffles = count(body, "shfl.sync.bfly.b32") > 0;
+    bool barrier = strstr(body, "bar.sync") != NULL;
+    if (is_reduce(plan, kernel) && graph_shape_numel(&root->shape) == 1) {
+      block_rows++;
+      CHECK(p->launches[k].items == PTX_BLOCK_THREADS);
+      CHECK(shuffles && barrier && strstr(body, ".shared") != NULL);
+    } else if (is_reduce(plan, kernel) || kernel->num_hoisted > 0) {
+      warp_rows++;
+      CHECK(p->launches[k].items == 33 * 32);
+      CHECK(tfm_gpu_blocks(p->launches[k].items, p->block_threads) == 5);
+      CHECK(kernel->num_hoisted == 2 && count(body, "shfl.sync.bfly.b32") == 10 && !barrier);
+    } else {
+      CHECK(p->launches[k].items == graph_shape_numel(&root->shape));
+      CHECK(!shuffles && !barrier);
+    }
+  }
+  CHECK(block_rows == 1);
+  CHECK(warp_rows == 1);
 }
 
 static void check_program(const KernelPlan *plan, const tfm_gpu_program *p, const char *ptx,
@@ -90,6 +157,7 @@ static void check_program(const KernelPlan *plan, const tfm_gpu_program *p, cons
     if (plan->kernels[k].kind == KERNEL_DOT)
       dots++, CHECK(p->launches[k].items == 3 * PTX_BLOCK_THREADS);
   CHECK(dots == 1);
+  check_rows(plan, p, ptx);
   /* w's new value is written over w in the persistent region (in-place
    * update), which comes back whole: no scratch value to read back. */
   CHECK(p->num_downloads == 0);

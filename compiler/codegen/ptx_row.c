@@ -1,0 +1,162 @@
+/* Row reductions on the GPU as cooperative rows (ptx_row.h): which loop
+ * kernels share their rows among threads, and the combining of the
+ * threads' partial accumulators through warp shuffles
+ * (llvm.nvvm.shfl.sync.bfly) and, across the warps of a block, shared
+ * memory. The loops themselves are the CPU backend's loop emitter in its
+ * split mode (cpu_loop.c), so the fused elementwise prologue (the
+ * reduction's input) and epilogue (the row's elementwise use of its
+ * statistics) stay one kernel. */
+#include <stdio.h>
+
+#include "ptx.h"
+#include "ptx_internal.h"
+#include "ptx_row.h"
+
+/* A row of a block-wide split is one launch block (whole blocks, so every
+ * thread of it reaches the barrier). */
+_Static_assert(PTX_ROW_BLOCK_THREADS == PTX_BLOCK_THREADS, "a block-wide row is a launch block");
+_Static_assert(PTX_BLOCK_THREADS % PTX_WARP == 0, "launch blocks are whole warps");
+
+static bool is_reduce(GraphOp op) { return op == GRAPH_OP_REDUCE_SUM || op == GRAPH_OP_REDUCE_MAX; }
+
+/* Elements of the reduced axes of reduction `id`. */
+static int64_t reduced_length(const Graph *g, GraphId id) {
+  const GraphNode *n = graph_node(g, id), *x = graph_node(g, n->inputs[0]);
+  int64_t length = 1;
+  for (int d = 0; d < x->shape.rank; d++)
+    if (n->attrs.axes & (1u << d))
+      length *= x->shape.dims[d];
+  return length;
+}
+
+/* Loop kernels with hoisted reductions (a softmax or layernorm row) and
+ * root reductions over their input's last axis share their rows. Other
+ * root reductions (over leading axes only: a bias's gradient) keep one
+ * thread an output element: neighbouring threads then read neighbouring
+ * columns, which coalesces already. */
+int64_t ptx_row_split_threads(const KernelPlan *plan, int kernel) {
+  const Kernel *k = &plan->kernels[kernel];
+  if (k->kind != KERNEL_LOOP)
+    return 0;
+  const GraphNode *root = graph_node(plan->graph, k->root);
+  int64_t length = 0;
+  if (k->num_hoisted > 0) {
+    for (int i = 0; i < k->num_hoisted; i++) {
+      int64_t n = reduced_length(plan->graph, k->hoisted[i].node);
+      length = n > length ? n : length;
+    }
+    int64_t inner = 1;
+    for (int d = k->outer_axes; d < root->shape.rank; d++)
+      inner *= root->shape.dims[d];
+    if (is_reduce(root->op) && inner == 1)
+      inner = reduced_length(plan->graph, k->root);
+    length = inner > length ? inner : length;
+  } else {
+    if (!is_reduce(root->op))
+      return 0;
+    const GraphNode *x = graph_node(plan->graph, root->inputs[0]);
+    if (x->shape.rank == 0 || !((root->attrs.axes >> (x->shape.rank - 1)) & 1u))
+      return 0;
+    length = reduced_length(plan->graph, k->root);
+  }
+  return ptx_row_threads(length);
+}
+
+static LLVMValueRef i32(CpuGen *gen, int64_t v) { return cpu_i32(gen, (int32_t)v); }
+
+/* shfl.sync.bfly over the whole warp (mask ~0, clamp 31): lane ^ offset's
+ * value. An f64 goes as its two 32-bit halves. */
+static LLVMValueRef shuffle(CpuGen *gen, LLVMValueRef v, int offset) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef t = LLVMTypeOf(v);
+  if (t == gen->f64) {
+    LLVMValueRef bits = LLVMBuildBitCast(b, v, gen->i64, "");
+    LLVMValueRef lo = LLVMBuildTrunc(b, bits, gen->i32, "");
+    LLVMValueRef hi = LLVMBuildTrunc(b, LLVMBuildLShr(b, bits, cpu_i64(gen, 32), ""), gen->i32, "");
+    lo = LLVMBuildZExt(b, shuffle(gen, lo, offset), gen->i64, "");
+    hi = LLVMBuildZExt(b, shuffle(gen, hi, offset), gen->i64, "");
+    bits = LLVMBuildOr(b, LLVMBuildShl(b, hi, cpu_i64(gen, 32), ""), lo, "");
+    return LLVMBuildBitCast(b, bits, gen->f64, "");
+  }
+  LLVMValueRef args[4] = {i32(gen, -1), v, i32(gen, offset), i32(gen, PTX_WARP - 1)};
+  return cpu_intrinsic(gen, t == gen->f32 ? "llvm.nvvm.shfl.sync.bfly.f32"
+                                          : "llvm.nvvm.shfl.sync.bfly.i32",
+                       NULL, 0, args, 4);
+}
+
+/* The block's slots for reduction `slot` of plan function `function`: one
+ * value a warp. Each is written once a block (a block-wide split has one
+ * row a block), so one barrier between the writes and the reads does. */
+static LLVMValueRef shared_slots(CpuGen *gen, int function, int slot, LLVMTypeRef t,
+                                 int64_t warps) {
+  char name[64];
+  snprintf(name, sizeof name, "row%d_%d", function, slot);
+  LLVMTypeRef type = LLVMArrayType(t, (unsigned)warps);
+  LLVMValueRef g = LLVMAddGlobalInAddressSpace(gen->module, type, name, 3);
+  LLVMSetInitializer(g, LLVMGetUndef(type));
+  LLVMSetLinkage(g, LLVMInternalLinkage);
+  LLVMSetAlignment(g, 8);
+  return g;
+}
+
+static LLVMValueRef shared_slot(CpuGen *gen, LLVMValueRef array, LLVMValueRef i) {
+  LLVMValueRef index[2] = {cpu_i64(gen, 0), i};
+  return LLVMBuildInBoundsGEP2(gen->builder, LLVMGlobalGetValueType(array), array, index, 2, "");
+}
+
+/* CpuRowSplit.combine: the butterfly inside each warp (ptx_row_offset,
+ * ptx_row_lower: every pair combined as (lower lane, upper lane), so both
+ * lanes agree bit for bit), then across a block's warps in warp order. */
+static LLVMValueRef combine(CpuGen *gen, int function, int slot, const GraphNode *reduce,
+                            LLVMValueRef v, LLVMValueRef tid, int64_t threads) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef lane = LLVMBuildURem(b, tid, cpu_i64(gen, PTX_WARP), "lane");
+  for (int i = 0; i < PTX_ROW_SHUFFLES; i++) {
+    int offset = ptx_row_offset(i);
+    LLVMValueRef other = shuffle(gen, v, offset);
+    LLVMValueRef lower = LLVMBuildICmp(
+        b, LLVMIntEQ, LLVMBuildAnd(b, lane, cpu_i64(gen, offset), ""), cpu_i64(gen, 0), "");
+    LLVMValueRef left = LLVMBuildSelect(b, lower, v, other, "");
+    LLVMValueRef right = LLVMBuildSelect(b, lower, other, v, "");
+    v = cpu_reduction_step(gen, reduce, left, right);
+  }
+  int64_t warps = ptx_row_warps(threads);
+  if (warps == 1)
+    return v;
+  LLVMTypeRef t = LLVMTypeOf(v);
+  LLVMValueRef slots = shared_slots(gen, function, slot, t, warps);
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMBasicBlockRef write = LLVMAppendBasicBlockInContext(gen->context, fn, "warp_value");
+  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "warp_written");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, lane, cpu_i64(gen, 0), ""), write, next);
+  LLVMPositionBuilderAtEnd(b, write);
+  LLVMBuildStore(b, v, shared_slot(gen, slots, LLVMBuildUDiv(b, tid, cpu_i64(gen, PTX_WARP), "")));
+  LLVMBuildBr(b, next);
+  LLVMPositionBuilderAtEnd(b, next);
+  cpu_intrinsic(gen, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
+  LLVMValueRef acc = LLVMBuildLoad2(b, t, shared_slot(gen, slots, cpu_i64(gen, 0)), "");
+  for (int64_t w = 1; w < warps; w++)
+    acc = cpu_reduction_step(gen, reduce, acc,
+                             LLVMBuildLoad2(b, t, shared_slot(gen, slots, cpu_i64(gen, w)), ""));
+  return acc;
+}
+
+void ptx_emit_row_kernel(CpuGen *gen, int function, const Kernel *kernel, int64_t threads) {
+  CpuRowSplit split = {.threads = threads, .combine = combine};
+  cpu_emit_split_loop_kernel(gen, function, kernel, &split);
+}
+
+/* One thread a row: its partial is the row's value. */
+static LLVMValueRef alone(CpuGen *gen, int function, int slot, const GraphNode *reduce,
+                          LLVMValueRef v, LLVMValueRef tid, int64_t threads) {
+  (void)gen, (void)function, (void)slot, (void)reduce, (void)tid, (void)threads;
+  return v;
+}
+
+bool ptx_emit_row_kernel_serial(CpuGen *gen, int function, const Kernel *kernel) {
+  if (ptx_row_split_threads(gen->plan, gen->plan->function_kernel[function]) == 0)
+    return false;
+  CpuRowSplit split = {.threads = 1, .over_range = true, .combine = alone};
+  cpu_emit_split_loop_kernel(gen, function, kernel, &split);
+  return true;
+}
