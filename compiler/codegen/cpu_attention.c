@@ -219,6 +219,29 @@ static void end_unless(Att *a, LLVMBasicBlockRef next) {
   LLVMPositionBuilderAtEnd(a->b, next);
 }
 
+/* Keys (or queries) are visited in blocks of this many: the scores of a
+ * block are computed first, then their exponentials in one loop of plain
+ * arithmetic that LLVM vectorizes (cpu_exp_f32), then the products. */
+#define BLOCK 16
+
+static LLVMValueRef min_i64(Att *a, LLVMValueRef x, LLVMValueRef y) {
+  return LLVMBuildSelect(a->b, LLVMBuildICmp(a->b, LLVMIntSLT, x, y, ""), x, y, "");
+}
+
+static LLVMValueRef block_array(Att *a, const char *name) {
+  LLVMValueRef arr = cpu_entry_alloca(a->gen, LLVMArrayType(a->t, BLOCK), name);
+  return LLVMBuildBitCast(a->b, arr, LLVMPointerType(a->t, 0), "");
+}
+
+/* p[e] = exp(s[e] - (sub ? sub[e] : sub0)) for e in [0, BLOCK). */
+static void block_exp(Att *a, LLVMValueRef s, LLVMValueRef sub, LLVMValueRef sub0, LLVMValueRef p) {
+  CpuLoop e;
+  cpu_loop_begin(a->gen, &e, i64c(a, 0), i64c(a, BLOCK));
+  LLVMValueRef m = sub ? load_w(a, sub, e.index, 1) : sub0;
+  store_w(a, exp_t(a, LLVMBuildFSub(a->b, load_w(a, s, e.index, 1), m, "")), p, e.index, 1);
+  cpu_loop_end(a->gen, &e);
+}
+
 void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) {
   const Graph *g = gen->graph;
   const GraphNode *n = graph_node(g, kernel->root);
@@ -238,7 +261,8 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
   LLVMValueRef args = LLVMGetParam(a.fn, 0);
   LLVMValueRef begin = LLVMGetParam(a.fn, 1), end = LLVMGetParam(a.fn, 2);
   LLVMValueRef in[7] = {NULL};
-  for (int i = 0; i < n->num_inputs; i++) in[i] = cpu_kernel_arg(gen, args, arg_of(gen, kernel, n->inputs[i]), a.t);
+  for (int i = 0; i < n->num_inputs; i++)
+    in[i] = cpu_kernel_arg(gen, args, arg_of(gen, kernel, n->inputs[i]), a.t);
   LLVMValueRef out = cpu_kernel_arg(gen, args, 0, a.t);
   LLVMValueRef q = in[0], k = in[1], v = fixed > 2 ? in[2] : NULL;
   LLVMValueRef d_o = fixed == 6 ? in[3] : NULL, lse = fixed == 6 ? in[4] : NULL;
@@ -254,6 +278,7 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
     }
   }
   LLVMValueRef scale = real(&a, n->attrs.scale);
+  LLVMValueRef neg_inf = real(&a, -INFINITY);
   bool query_rows = op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_LSE ||
                     op == GRAPH_OP_ATTENTION_GRAD_Q;
   int64_t acc_len = op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_GRAD_V ? dv
@@ -264,7 +289,10 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
     LLVMValueRef arr = cpu_entry_alloca(gen, LLVMArrayType(a.t, (unsigned)acc_len), "acc");
     acc = LLVMBuildBitCast(b, arr, LLVMPointerType(a.t, 0), "");
   }
+  LLVMValueRef sblk = block_array(&a, "scores"), pblk = block_array(&a, "p");
+  LLVMValueRef lblk = query_rows ? NULL : block_array(&a, "lse");
   LLVMValueRef m_slot = slot(&a, a.t, NULL), l_slot = slot(&a, a.t, NULL);
+  LLVMValueRef bm_slot = slot(&a, a.t, NULL);
 
   CpuLoop row;
   cpu_loop_begin(gen, &row, begin, end);
@@ -279,106 +307,128 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
   LLVMValueRef deltab = delta ? cpu_element(gen, a.t, delta, imul(&a, batch, t)) : NULL;
   if (acc) acc_apply(&a, ACC_ZERO, acc, acc_len, NULL, NULL);
 
+  /* The other index runs over [first, last): keys 0 .. (causal ? i + 1 : S)
+   * of query row i, or queries (causal ? j : 0) .. T of key row j. */
+  LLVMValueRef first = query_rows || !causal ? i64c(&a, 0) : x;
+  LLVMValueRef last = !query_rows ? i64c(&a, t) : causal ? iadd(&a, x, i64c(&a, 1)) : i64c(&a, s);
+  LLVMValueRef li = NULL, di = NULL, doi = NULL, qi = NULL, kj = NULL, vj = NULL, mrow = NULL;
+  LLVMBasicBlockRef row_done = NULL;
   if (query_rows) {
-    LLVMValueRef i = x;
-    LLVMValueRef qi = cpu_element(gen, a.t, qb, imul(&a, i, d));
-    LLVMValueRef mrow = mask.data ? mask_row(&a, &mask, batch, i) : NULL;
-    LLVMValueRef jend = causal ? iadd(&a, i, i64c(&a, 1)) : i64c(&a, s);
-    LLVMValueRef li = NULL, di = NULL, doi = NULL;
-    LLVMBasicBlockRef row_done = NULL;
+    qi = cpu_element(gen, a.t, qb, imul(&a, x, d));
+    mrow = mask.data ? mask_row(&a, &mask, batch, x) : NULL;
     if (op == GRAPH_OP_ATTENTION_GRAD_Q) {
-      li = load_w(&a, lseb, i, 1);
-      di = load_w(&a, deltab, i, 1);
-      doi = cpu_element(gen, a.t, dob, imul(&a, i, dv));
+      li = load_w(&a, lseb, x, 1);
+      di = load_w(&a, deltab, x, 1);
+      doi = cpu_element(gen, a.t, dob, imul(&a, x, dv));
       row_done = begin_unless(&a, is_neg_inf(&a, li));
     } else {
-      LLVMBuildStore(b, real(&a, -INFINITY), m_slot);
+      LLVMBuildStore(b, neg_inf, m_slot);
       LLVMBuildStore(b, real(&a, 0.0), l_slot);
     }
-    CpuLoop key;
-    cpu_loop_begin(gen, &key, i64c(&a, 0), jend);
-    LLVMValueRef j = key.index;
-    LLVMValueRef mv = NULL;
-    LLVMBasicBlockRef next = NULL;
-    if (mask.data) {
-      mv = load_w(&a, mask.data, iadd(&a, mrow, imul(&a, j, mask.stride[r - 1])), 1);
-      next = begin_unless(&a, is_neg_inf(&a, mv));
-    }
-    LLVMValueRef kj = cpu_element(gen, a.t, kb, imul(&a, j, d));
-    LLVMValueRef sij = LLVMBuildFMul(b, scale, dot(&a, qi, kj, d), "");
-    if (mv) sij = LLVMBuildFAdd(b, sij, mv, "");
-    if (op == GRAPH_OP_ATTENTION_GRAD_Q) {
-      LLVMValueRef p = exp_t(&a, LLVMBuildFSub(b, sij, li, ""));
-      LLVMValueRef vj = cpu_element(gen, a.t, vb, imul(&a, j, dv));
-      LLVMValueRef dp = dot(&a, doi, vj, dv);
-      LLVMValueRef ds = LLVMBuildFMul(b, scale, LLVMBuildFMul(b, p, LLVMBuildFSub(b, dp, di, ""), ""), "");
-      acc_apply(&a, ACC_AXPY, acc, d, ds, kj);
-    } else {
-      /* a larger max rescales what was summed so far */
-      LLVMValueRef grows = LLVMBuildFCmp(b, LLVMRealOGT, sij, get(&a, m_slot), "");
-      LLVMBasicBlockRef rescale = LLVMAppendBasicBlockInContext(gen->context, a.fn, "rescale");
-      LLVMBasicBlockRef add = LLVMAppendBasicBlockInContext(gen->context, a.fn, "add");
-      LLVMBuildCondBr(b, grows, rescale, add);
-      LLVMPositionBuilderAtEnd(b, rescale);
-      LLVMValueRef c = exp_t(&a, LLVMBuildFSub(b, get(&a, m_slot), sij, ""));
-      LLVMBuildStore(b, LLVMBuildFMul(b, get(&a, l_slot), c, ""), l_slot);
-      if (acc) acc_apply(&a, ACC_SCALE, acc, dv, c, NULL);
-      LLVMBuildStore(b, sij, m_slot);
-      LLVMBuildBr(b, add);
-      LLVMPositionBuilderAtEnd(b, add);
-      LLVMValueRef p = exp_t(&a, LLVMBuildFSub(b, sij, get(&a, m_slot), ""));
-      LLVMBuildStore(b, LLVMBuildFAdd(b, get(&a, l_slot), p, ""), l_slot);
-      if (acc) acc_apply(&a, ACC_AXPY, acc, dv, p, cpu_element(gen, a.t, vb, imul(&a, j, dv)));
-    }
-    if (next) end_unless(&a, next);
-    cpu_loop_end(gen, &key);
-    if (row_done) end_unless(&a, row_done);
-    if (op == GRAPH_OP_ATTENTION_LSE) {
-      LLVMValueRef l = get(&a, l_slot);
-      LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, real(&a, 0.0), "");
-      LLVMValueRef value = LLVMBuildFAdd(b, get(&a, m_slot), log_t(&a, l), "");
-      store_w(&a, LLVMBuildSelect(b, empty, real(&a, -INFINITY), value, ""), out, row.index, 1);
-    } else if (op == GRAPH_OP_ATTENTION) {
-      LLVMValueRef l = get(&a, l_slot);
-      LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, real(&a, 0.0), "");
-      LLVMValueRef denom = LLVMBuildSelect(b, empty, real(&a, 1.0), l, "");
-      acc_apply(&a, ACC_STORE, acc, dv, denom, cpu_element(gen, a.t, out, imul(&a, row.index, dv)));
-    } else {
-      acc_apply(&a, ACC_STORE, acc, d, real(&a, 1.0), cpu_element(gen, a.t, out, imul(&a, row.index, d)));
-    }
   } else {
-    /* grad_k, grad_v: one key row j, over the queries that see it */
-    LLVMValueRef j = x;
-    LLVMValueRef kj = cpu_element(gen, a.t, kb, imul(&a, j, d));
-    LLVMValueRef vj = cpu_element(gen, a.t, vb, imul(&a, j, dv));
-    CpuLoop query;
-    cpu_loop_begin(gen, &query, causal ? j : i64c(&a, 0), i64c(&a, t));
-    LLVMValueRef i = query.index;
-    LLVMValueRef li = load_w(&a, lseb, i, 1);
-    LLVMBasicBlockRef next = begin_unless(&a, is_neg_inf(&a, li));
-    LLVMValueRef mv = NULL;
-    LLVMBasicBlockRef unmasked = NULL;
-    if (mask.data) {
-      mv = load_w(&a, mask.data,
-                  iadd(&a, mask_row(&a, &mask, batch, i), imul(&a, j, mask.stride[r - 1])), 1);
-      unmasked = begin_unless(&a, is_neg_inf(&a, mv));
-    }
-    LLVMValueRef qi = cpu_element(gen, a.t, qb, imul(&a, i, d));
-    LLVMValueRef doi = cpu_element(gen, a.t, dob, imul(&a, i, dv));
-    LLVMValueRef sij = LLVMBuildFMul(b, scale, dot(&a, qi, kj, d), "");
-    if (mv) sij = LLVMBuildFAdd(b, sij, mv, "");
-    LLVMValueRef p = exp_t(&a, LLVMBuildFSub(b, sij, li, ""));
+    kj = cpu_element(gen, a.t, kb, imul(&a, x, d));
+    vj = cpu_element(gen, a.t, vb, imul(&a, x, dv));
+  }
+  LLVMValueRef span = LLVMBuildSub(b, last, first, "");
+  LLVMValueRef blocks = LLVMBuildUDiv(b, iadd(&a, span, i64c(&a, BLOCK - 1)), i64c(&a, BLOCK), "");
+  CpuLoop blk;
+  cpu_loop_begin(gen, &blk, i64c(&a, 0), blocks);
+  LLVMValueRef base = iadd(&a, first, imul(&a, blk.index, BLOCK));
+  LLVMValueRef count = min_i64(&a, i64c(&a, BLOCK), LLVMBuildSub(b, last, base, ""));
+  LLVMBuildStore(b, neg_inf, bm_slot);
+
+  /* 1. the block's scores; -inf where masked, past the end, or (key rows)
+   * for a query whose row is fully masked (lse = -inf, its p taken as 0) */
+  CpuLoop e;
+  cpu_loop_begin(gen, &e, i64c(&a, 0), i64c(&a, BLOCK));
+  store_w(&a, neg_inf, sblk, e.index, 1);
+  if (lblk) store_w(&a, real(&a, 0.0), lblk, e.index, 1);
+  LLVMBasicBlockRef skip_out = begin_unless(&a, LLVMBuildICmp(b, LLVMIntSGE, e.index, count, ""));
+  LLVMValueRef other = iadd(&a, base, e.index); /* j of a query row, i of a key row */
+  LLVMBasicBlockRef skip_row = NULL, skip_mask = NULL;
+  LLVMValueRef lo = NULL;
+  if (!query_rows) {
+    lo = load_w(&a, lseb, other, 1);
+    skip_row = begin_unless(&a, is_neg_inf(&a, lo));
+  }
+  LLVMValueRef mv = NULL;
+  if (mask.data) {
+    LLVMValueRef at = query_rows ? iadd(&a, mrow, imul(&a, other, mask.stride[r - 1]))
+                                 : iadd(&a, mask_row(&a, &mask, batch, other),
+                                        imul(&a, x, mask.stride[r - 1]));
+    mv = load_w(&a, mask.data, at, 1);
+    skip_mask = begin_unless(&a, is_neg_inf(&a, mv));
+  }
+  LLVMValueRef qrow = query_rows ? qi : cpu_element(gen, a.t, qb, imul(&a, other, d));
+  LLVMValueRef krow = query_rows ? cpu_element(gen, a.t, kb, imul(&a, other, d)) : kj;
+  LLVMValueRef sc = LLVMBuildFMul(b, scale, dot(&a, qrow, krow, d), "");
+  if (mv) sc = LLVMBuildFAdd(b, sc, mv, "");
+  store_w(&a, sc, sblk, e.index, 1);
+  if (lblk) store_w(&a, lo, lblk, e.index, 1);
+  LLVMValueRef bm = get(&a, bm_slot);
+  LLVMBuildStore(b, LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, sc, bm, ""), sc, bm, ""),
+                 bm_slot);
+  if (skip_mask) end_unless(&a, skip_mask);
+  if (skip_row) end_unless(&a, skip_row);
+  end_unless(&a, skip_out);
+  cpu_loop_end(gen, &e);
+
+  /* a block with no visible entry is skipped */
+  LLVMBasicBlockRef skip_block = begin_unless(&a, is_neg_inf(&a, get(&a, bm_slot)));
+  LLVMValueRef shift = li;
+  if (op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_LSE) {
+    /* online softmax: a larger max rescales what was summed so far */
+    LLVMValueRef m = get(&a, m_slot), blk_max = get(&a, bm_slot);
+    LLVMValueRef m_new = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, blk_max, m, ""), blk_max, m, "");
+    LLVMValueRef c = exp_t(&a, LLVMBuildFSub(b, m, m_new, ""));
+    LLVMBuildStore(b, LLVMBuildFMul(b, get(&a, l_slot), c, ""), l_slot);
+    if (acc) acc_apply(&a, ACC_SCALE, acc, dv, c, NULL);
+    LLVMBuildStore(b, m_new, m_slot);
+    shift = m_new;
+  }
+  /* 2. p = exp(s - m) (forward) or exp(s - lse) (backward), vectorized */
+  block_exp(&a, sblk, lblk, shift, pblk);
+  /* 3. the products */
+  CpuLoop u;
+  cpu_loop_begin(gen, &u, i64c(&a, 0), count);
+  LLVMValueRef p = load_w(&a, pblk, u.index, 1);
+  LLVMValueRef at = iadd(&a, base, u.index);
+  if (op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_LSE) {
+    LLVMBuildStore(b, LLVMBuildFAdd(b, get(&a, l_slot), p, ""), l_slot);
+    if (acc) acc_apply(&a, ACC_AXPY, acc, dv, p, cpu_element(gen, a.t, vb, imul(&a, at, dv)));
+  } else {
+    LLVMBasicBlockRef zero = begin_unless(&a, LLVMBuildFCmp(b, LLVMRealOEQ, p, real(&a, 0.0), ""));
     if (op == GRAPH_OP_ATTENTION_GRAD_V) {
-      acc_apply(&a, ACC_AXPY, acc, dv, p, doi);
+      acc_apply(&a, ACC_AXPY, acc, dv, p, cpu_element(gen, a.t, dob, imul(&a, at, dv)));
     } else {
-      LLVMValueRef di = load_w(&a, deltab, i, 1);
-      LLVMValueRef dp = dot(&a, doi, vj, dv);
-      LLVMValueRef ds = LLVMBuildFMul(b, scale, LLVMBuildFMul(b, p, LLVMBuildFSub(b, dp, di, ""), ""), "");
-      acc_apply(&a, ACC_AXPY, acc, d, ds, qi);
+      LLVMValueRef dov = query_rows ? doi : cpu_element(gen, a.t, dob, imul(&a, at, dv));
+      LLVMValueRef vv = query_rows ? cpu_element(gen, a.t, vb, imul(&a, at, dv)) : vj;
+      LLVMValueRef dd = query_rows ? di : load_w(&a, deltab, at, 1);
+      LLVMValueRef dp = dot(&a, dov, vv, dv);
+      LLVMValueRef ds =
+          LLVMBuildFMul(b, scale, LLVMBuildFMul(b, p, LLVMBuildFSub(b, dp, dd, ""), ""), "");
+      LLVMValueRef other_row = query_rows ? cpu_element(gen, a.t, kb, imul(&a, at, d))
+                                          : cpu_element(gen, a.t, qb, imul(&a, at, d));
+      acc_apply(&a, ACC_AXPY, acc, d, ds, other_row);
     }
-    if (unmasked) end_unless(&a, unmasked);
-    end_unless(&a, next);
-    cpu_loop_end(gen, &query);
+    end_unless(&a, zero);
+  }
+  cpu_loop_end(gen, &u);
+  end_unless(&a, skip_block);
+  cpu_loop_end(gen, &blk);
+  if (row_done) end_unless(&a, row_done);
+
+  if (op == GRAPH_OP_ATTENTION_LSE) {
+    LLVMValueRef l = get(&a, l_slot);
+    LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, real(&a, 0.0), "");
+    LLVMValueRef value = LLVMBuildFAdd(b, get(&a, m_slot), log_t(&a, l), "");
+    store_w(&a, LLVMBuildSelect(b, empty, neg_inf, value, ""), out, row.index, 1);
+  } else if (op == GRAPH_OP_ATTENTION) {
+    LLVMValueRef l = get(&a, l_slot);
+    LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, real(&a, 0.0), "");
+    LLVMValueRef denom = LLVMBuildSelect(b, empty, real(&a, 1.0), l, "");
+    acc_apply(&a, ACC_STORE, acc, dv, denom, cpu_element(gen, a.t, out, imul(&a, row.index, dv)));
+  } else {
     acc_apply(&a, ACC_STORE, acc, acc_len, real(&a, 1.0),
               cpu_element(gen, a.t, out, imul(&a, row.index, acc_len)));
   }
