@@ -24,7 +24,8 @@ static int print_graph(const char *name, Graph *lowered) {
   int64_t contraction = 0, other = 0;
   for (int k = 0; k < plan->num_kernels; k++) {
     int64_t flops = kernel_flops(plan, k);
-    if (plan->kernels[k].kind == KERNEL_DOT) contraction += flops;
+    if (plan->kernels[k].kind == KERNEL_DOT || plan->kernels[k].kind == KERNEL_ATTENTION)
+      contraction += flops;
     else other += flops;
   }
   printf("%-8s %7d %8d %10d %12.3f %10.3f %12.1f %10.1f %10.1f\n", name, graph_count(g),

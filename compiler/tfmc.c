@@ -42,6 +42,8 @@ static const char usage_text[] =
     "                  of the forward one\n"
     "  --no-opt        emit graph|dot|kernels|llvm|asm|ptx: the graph as lowered, before\n"
     "                  folding, simplification, CSE and dead-code elimination\n"
+    "  --no-fuse-attention  keep attention as primitives (no fused attention ops;\n"
+    "                  training then stores the [.., T, S] probabilities)\n"
     "  -o FILE         build: the executable to write\n"
     "  --cpu CPU       build, emit llvm|asm: native (default: this machine's CPU) or\n"
     "                  an LLVM CPU name such as x86-64-v3 for a portable binary\n"
@@ -236,6 +238,8 @@ int main(int argc, char **argv) {
       train = 1;
     } else if (!strcmp(a, "--no-opt")) {
       optimize = 0;
+    } else if (!strcmp(a, "--no-fuse-attention")) {
+      opt.unfused_attention = 1;
     } else if (!strcmp(a, "-v")) {
       build.verbose = 1;
     } else if (!strcmp(a, "--shared")) {

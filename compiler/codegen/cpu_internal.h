@@ -95,6 +95,9 @@ LLVMValueRef cpu_reduction_step(CpuGen *gen, const GraphNode *reduce, LLVMValueR
                                 LLVMValueRef v);
 void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);
 void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel);
+/* cpu_attention.c: the fused attention ops, one output row per range item
+ * (vectors of gen->vector_bits; scalars when it is 0, as on the GPU). */
+void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel);
 void cpu_emit_entry(CpuGen *gen);
 /* The parts of cpu_emit_entry that a CUDA host module shares. */
 void cpu_emit_update(CpuGen *gen);

@@ -142,11 +142,18 @@ static bool allocate_reduce_vars(Planner *p, KernelDraft *k, GraphId id) {
   return true;
 }
 
+bool kernel_op_is_attention(GraphOp op) {
+  return op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_LSE ||
+         op == GRAPH_OP_ATTENTION_GRAD_Q || op == GRAPH_OP_ATTENTION_GRAD_K ||
+         op == GRAPH_OP_ATTENTION_GRAD_V;
+}
+
 static bool make_root(Planner *p, GraphId id) {
   const GraphNode *n = graph_node(p->g, id);
-  KernelKind kind = n->op == GRAPH_OP_DOT           ? KERNEL_DOT
-                    : n->op == GRAPH_OP_SCATTER_ADD ? KERNEL_SCATTER
-                                                    : KERNEL_LOOP;
+  KernelKind kind = n->op == GRAPH_OP_DOT             ? KERNEL_DOT
+                    : n->op == GRAPH_OP_SCATTER_ADD   ? KERNEL_SCATTER
+                    : kernel_op_is_attention(n->op) ? KERNEL_ATTENTION
+                                                      : KERNEL_LOOP;
   int index = new_kernel(p, kind, id);
   if (index < 0)
     return false;
@@ -154,8 +161,9 @@ static bool make_root(Planner *p, GraphId id) {
   p->plan->kernel_of[id] = index;
   KernelDraft *k = &p->kernels[index];
   int rank = n->shape.rank;
-  /* A dot's rows are its (batch, i) pairs; a scatter's range is set apart. */
-  if (kind == KERNEL_DOT)
+  /* A dot's rows are its (batch, i) pairs, an attention op's the rows of
+   * its output; a scatter's range is set apart. */
+  if (kind == KERNEL_DOT || kind == KERNEL_ATTENTION)
     k->outer_axes = rank - 1;
   if (kind != KERNEL_LOOP)
     return true;
@@ -300,7 +308,8 @@ static bool decide(Planner *p, GraphId id) {
   }
   bool view_candidate = n->op == GRAPH_OP_RESHAPE && !p->forced[id];
   bool ok = true;
-  if (n->op == GRAPH_OP_DOT || n->op == GRAPH_OP_SCATTER_ADD || p->forced[id]) {
+  if (n->op == GRAPH_OP_DOT || n->op == GRAPH_OP_SCATTER_ADD || kernel_op_is_attention(n->op) ||
+      p->forced[id]) {
     ok = make_root(p, id);
   } else if (!p->draft[id].must_materialise && try_inline(p, id)) {
     schedule_free(p, id);

@@ -37,6 +37,7 @@ typedef enum KernelKind {
   KERNEL_LOOP,    /* elementwise, movement, reduction, source roots */
   KERNEL_DOT,     /* a batched contraction */
   KERNEL_SCATTER, /* scatter_add */
+  KERNEL_ATTENTION, /* a fused attention op: one row of its output per range item */
 } KernelKind;
 
 typedef enum KernelRegion {
@@ -109,7 +110,9 @@ const KernelBuffer *kernel_plan_buffer(const KernelPlan *plan, GraphId node);
 /* Human-readable listing (tfmc emit kernels): one kernel a line with its
  * fused nodes and buffers, then the buffers. */
 void kernel_plan_print(const KernelPlan *plan, FILE *out);
-/* "loop", "dot" or "scatter": the listing's and --profile's name of a kind. */
+/* Whether `op` is one of the fused attention ops (a KERNEL_ATTENTION root). */
+bool kernel_op_is_attention(GraphOp op);
+/* "loop", "dot", "scatter" or "attention": the listing's and --profile's name of a kind. */
 const char *kernel_kind_name(KernelKind kind);
 
 /* Nominal cost of one kernel (kernel_cost.c): floating-point operations

@@ -6,7 +6,31 @@
  * figures: what the model needs, not what the code does. */
 #include "kernel.h"
 
+/* Attention ops count the products the model needs, per (query i, key j)
+ * of the dense T x S (causal rows need about half): the forward q.k and
+ * p v (2 D + 2 Dv); backward dP = do v^T and dS k in grad_q (2 Dv + 2 D),
+ * dS^T q in grad_k (2 D), P^T do in grad_v (2 Dv), twice the forward as for
+ * a dot. Recomputing the scores (attention_lse and each backward op) is
+ * not counted, as recomputed inlined nodes are not. */
+static int64_t attention_flops(const Graph *g, const GraphNode *n) {
+  const GraphShape *q = &graph_node(g, n->inputs[0])->shape;
+  const GraphShape *k = &graph_node(g, n->inputs[1])->shape;
+  int r = q->rank;
+  int64_t pairs = graph_shape_numel(q) / q->dims[r - 1] * k->dims[r - 2];
+  int64_t d = q->dims[r - 1];
+  int64_t dv = n->op == GRAPH_OP_ATTENTION_LSE ? 0 : graph_node(g, n->inputs[2])->shape.dims[r - 1];
+  switch (n->op) {
+  case GRAPH_OP_ATTENTION:
+  case GRAPH_OP_ATTENTION_GRAD_Q: return pairs * (2 * d + 2 * dv);
+  case GRAPH_OP_ATTENTION_GRAD_K: return pairs * 2 * d;
+  case GRAPH_OP_ATTENTION_GRAD_V: return pairs * 2 * dv;
+  default: return 0;
+  }
+}
+
 static int64_t node_flops(const Graph *g, const GraphNode *n) {
+  if (kernel_op_is_attention(n->op))
+    return attention_flops(g, n);
   switch (graph_op_kind(n->op)) {
   case GRAPH_KIND_ELEMENTWISE:
     return n->op == GRAPH_OP_CAST ? 0 : graph_shape_numel(&n->shape);

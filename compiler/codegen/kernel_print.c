@@ -5,6 +5,7 @@ const char *kernel_kind_name(KernelKind kind) {
   switch (kind) {
   case KERNEL_DOT: return "dot";
   case KERNEL_SCATTER: return "scatter";
+  case KERNEL_ATTENTION: return "attention";
   default: return "loop";
   }
 }

@@ -62,6 +62,8 @@ static void put_node(Bytes *b, const GraphNode *n) {
   put(b, &a->seed, sizeof a->seed);
   put_i64(b, a->stream);
   put_i64(b, a->num_values);
+  put(b, &a->scale, sizeof a->scale);
+  put_i64(b, a->causal);
   if (n->op == GRAPH_OP_CONSTANT)
     put(b, a->values, sizeof(double) * (size_t)a->num_values);
 }

@@ -213,6 +213,8 @@ static bool generate(CpuGen *gen, LLVMValueRef *entries, bool cublas) {
       ptx_emit_dot_kernel(gen, f, k);
     else if (k->kind == KERNEL_SCATTER)
       cpu_emit_scatter_kernel(gen, f, k);
+    else if (k->kind == KERNEL_ATTENTION)
+      cpu_emit_attention_kernel(gen, f, k);
     else if ((threads = ptx_row_split_threads(plan, plan->function_kernel[f])) > 0)
       ptx_emit_row_kernel(gen, f, k, threads);
     else

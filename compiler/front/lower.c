@@ -1,6 +1,8 @@
 #include "lower.h"
+#include "pass.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sema_internal.h"
@@ -276,7 +278,7 @@ static double optim_setting(const Value *o, const char *key) {
 }
 
 /* The train block as the IR's TrainConfig. */
-static bool build_training(Graph *g, const CheckedModel *m) {
+static bool build_training(Graph *g, const CheckedModel *m, const GraphId *map) {
   const TrainSpec *ts = &m->train;
   if (!ts->present) {
     diag_error(m->at, "model %s has no train block, so it has no training graph", m->name);
@@ -291,7 +293,7 @@ static bool build_training(Graph *g, const CheckedModel *m) {
   c.eps = optim_setting(o, "eps");
   c.weight_decay = optim_setting(o, "weight_decay");
   c.clip_norm = ts->clip;
-  c.lr = ts->lr->kind == V_TENSOR ? ts->lr->node
+  c.lr = ts->lr->kind == V_TENSOR ? (map ? map[ts->lr->node] : ts->lr->node)
                                   : graph_scalar(g, GRAPH_F32, ts->lr->kind == V_FLOAT
                                                                    ? ts->lr->f
                                                                    : (double)ts->lr->i);
@@ -310,8 +312,23 @@ Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model) {
     graph_free(g);
     return NULL;
   }
+  /* Attention is fused before autodiff, so that its VJP (not the
+   * primitives') makes the backward pass: nothing [..., T, S] is kept. The
+   * lr node is the only id held across the pass. */
+  GraphId *map = NULL;
+  if (!graph_error(g) && !opt->unfused_attention) {
+    char err[256];
+    map = malloc(sizeof(GraphId) * (size_t)(graph_count(g) ? graph_count(g) : 1));
+    Graph *fused = map ? pass_attention(g, map, err, sizeof err) : NULL;
+    if (!fused) graph_fail(g, "pass_attention: %s", map ? err : "out of memory");
+    else {
+      graph_free(g);
+      g = fused;
+    }
+  }
   /* The checker accepted the program, so an IR error is a bug of ours. */
-  if (!graph_error(g) && train) build_training(g, m);
+  if (!graph_error(g) && train) build_training(g, m, map);
+  free(map);
   if (graph_error(g) || diag_error_count()) {
     if (graph_error(g))
       diag_error(m->at, "internal error: lowering model %s failed: %s", m->name, graph_error(g));

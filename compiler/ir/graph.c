@@ -215,6 +215,14 @@ static GraphAttrs normalized_attrs(GraphOp op, const GraphAttrs *in, int rank) {
     a.transpose_b = in->transpose_b;
     break;
   case GRAPH_OP_SCATTER_ADD: a.rows = in->rows; break;
+  case GRAPH_OP_ATTENTION:
+  case GRAPH_OP_ATTENTION_LSE:
+  case GRAPH_OP_ATTENTION_GRAD_Q:
+  case GRAPH_OP_ATTENTION_GRAD_K:
+  case GRAPH_OP_ATTENTION_GRAD_V:
+    a.scale = in->scale;
+    a.causal = in->causal;
+    break;
   case GRAPH_OP_RANDOM:
     a.seed = in->seed;
     a.stream = in->stream;
@@ -452,6 +460,13 @@ GraphId graph_scatter_add(Graph *g, GraphId updates, GraphId indices, int64_t ro
   return graph_add_node(g, GRAPH_OP_SCATTER_ADD, in, 2, &a);
 }
 
+GraphId graph_attention(Graph *g, GraphId q, GraphId k, GraphId v, GraphId mask, double scale,
+                        bool causal) {
+  GraphId in[4] = {q, k, v, mask};
+  GraphAttrs at = {.scale = scale, .causal = causal};
+  return graph_add_node(g, GRAPH_OP_ATTENTION, in, mask == GRAPH_NONE ? 3 : 4, &at);
+}
+
 GraphId graph_dot(Graph *g, GraphId a, GraphId b, bool transpose_a, bool transpose_b) {
   GraphId in[2] = {a, b};
   GraphAttrs at = {.transpose_a = transpose_a, .transpose_b = transpose_b};
@@ -586,8 +601,9 @@ bool graph_attrs_equal(GraphOp op, const GraphAttrs *a, const GraphAttrs *b) {
       !same_i64(a->step, b->step) || !same_i64(a->lo, b->lo) || !same_i64(a->hi, b->hi) ||
       !same_i64(a->interior, b->interior) || a->transpose_a != b->transpose_a ||
       a->transpose_b != b->transpose_b || a->rows != b->rows || a->seed != b->seed ||
-      a->stream != b->stream || a->num_values != b->num_values)
+      a->stream != b->stream || a->num_values != b->num_values || a->causal != b->causal)
     return false;
+  if (memcmp(&a->scale, &b->scale, sizeof(double)) != 0) return false;
   /* pad values compare by bits so that NaN pads compare equal to themselves */
   if (memcmp(&a->pad_value, &b->pad_value, sizeof(double)) != 0) return false;
   if (op == GRAPH_OP_CONSTANT &&

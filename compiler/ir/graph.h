@@ -57,6 +57,8 @@ typedef struct GraphAttrs {
   const double *values;/* constant: 1 value (splat) or one per element */
   int64_t num_values;
   const char *name;    /* input, param, state */
+  double scale;        /* attention*: the scores are scale * q.k (+ mask) */
+  bool causal;         /* attention*: key j is hidden from query i when j > i */
 } GraphAttrs;
 
 typedef struct GraphNode {
@@ -162,6 +164,12 @@ GraphId graph_scatter_add(Graph *g, GraphId updates, GraphId indices, int64_t ro
  * two axes of that operand. Batch axes must match, or one operand is rank 2
  * and is shared across the other's batch. */
 GraphId graph_dot(Graph *g, GraphId a, GraphId b, bool transpose_a, bool transpose_b);
+
+/* Fused scaled dot-product attention (see ops.def): q [..., T, D],
+ * k [..., S, D], v [..., S, Dv], mask GRAPH_NONE or an additive mask whose
+ * axes match the last axes of [..., T, S], each equal or 1. */
+GraphId graph_attention(Graph *g, GraphId q, GraphId k, GraphId v, GraphId mask, double scale,
+                        bool causal);
 
 /* Interface. */
 bool graph_output(Graph *g, const char *name, GraphId node);

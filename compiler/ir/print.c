@@ -120,6 +120,14 @@ static void append_attrs(TextBuffer *b, const GraphNode *n, const GraphNode *fir
     append(b, " transpose_a=%s transpose_b=%s", a->transpose_a ? "true" : "false",
            a->transpose_b ? "true" : "false");
     break;
+  case GRAPH_OP_ATTENTION:
+  case GRAPH_OP_ATTENTION_LSE:
+  case GRAPH_OP_ATTENTION_GRAD_Q:
+  case GRAPH_OP_ATTENTION_GRAD_K:
+  case GRAPH_OP_ATTENTION_GRAD_V:
+    graph_format_number(number, sizeof number, a->scale, GRAPH_F64);
+    append(b, " scale=%s causal=%s", number, a->causal ? "true" : "false");
+    break;
   case GRAPH_OP_RANDOM:
     append(b, " seed=%llu stream=%lu", (unsigned long long)a->seed, (unsigned long)a->stream);
     break;

@@ -1,6 +1,8 @@
 /* Reference implementations of the primitives: plain loops over dense
  * row-major buffers. Float math runs in the storage type (tgmath picks expf
  * for float, exp for double), so an f32 evaluation rounds as f32 code does. */
+#include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include <tgmath.h>
 
@@ -363,6 +365,162 @@ void eval_ref_dot(const GraphNode *node, const EvalTensor *in, EvalTensor *out) 
     DOT_LOOP(float);
   else
     DOT_LOOP(double);
+}
+
+/* ---- fused attention ------------------------------------------------------ */
+
+/* Sizes of an attention node and where its mask is read: the mask's axes
+ * are the last of [batch..., T, S]; a size-1 axis has stride 0. */
+typedef struct AttentionDims {
+  int64_t batch, t, s, d, dv;
+  int rank;
+  const EvalTensor *mask;
+  int64_t batch_dims[GRAPH_MAX_RANK], mask_stride[GRAPH_MAX_RANK];
+} AttentionDims;
+
+static AttentionDims attention_dims(const GraphNode *node, const EvalTensor *in) {
+  AttentionDims a = {0};
+  int fixed = node->op == GRAPH_OP_ATTENTION ? 3 : node->op == GRAPH_OP_ATTENTION_LSE ? 2 : 6;
+  const GraphShape *q = &in[0].shape;
+  int r = a.rank = q->rank;
+  a.t = q->dims[r - 2];
+  a.d = q->dims[r - 1];
+  a.s = in[1].shape.dims[r - 2];
+  a.dv = fixed > 2 ? in[2].shape.dims[r - 1] : 0;
+  a.batch = 1;
+  for (int i = 0; i < r - 2; i++) a.batch *= a.batch_dims[i] = q->dims[i];
+  if (node->num_inputs > fixed) {
+    a.mask = &in[fixed];
+    const GraphShape *m = &a.mask->shape;
+    int64_t stride = 1;
+    for (int i = m->rank - 1; i >= 0; i--) {
+      a.mask_stride[r - m->rank + i] = m->dims[i] == 1 ? 0 : stride;
+      stride *= m->dims[i];
+    }
+  }
+  return a;
+}
+
+/* Offset of mask element (b, i, 0) for flat batch index b. */
+static int64_t attention_mask_base(const AttentionDims *a, int64_t b, int64_t i) {
+  int64_t at = i * a->mask_stride[a->rank - 2];
+  for (int axis = a->rank - 3; axis >= 0; axis--) {
+    at += (b % a->batch_dims[axis]) * a->mask_stride[axis];
+    b /= a->batch_dims[axis];
+  }
+  return at;
+}
+
+/* s_ij for one row i of batch b, into s[0..S). */
+#define ATTENTION_SCORES(T)                                                              \
+  do {                                                                                  \
+    const T *qi = q + (b * a.t + i) * a.d;                                               \
+    int64_t mbase = a.mask ? attention_mask_base(&a, b, i) : 0;                          \
+    for (int64_t j = 0; j < a.s; j++) {                                                 \
+      const T *kj = k + (b * a.s + j) * a.d;                                             \
+      T dot = 0;                                                                        \
+      for (int64_t x = 0; x < a.d; x++) dot += qi[x] * kj[x];                            \
+      T sij = (T)node->attrs.scale * dot;                                                \
+      if (a.mask) sij += mask[mbase + j * a.mask_stride[a.rank - 1]];                    \
+      if (node->attrs.causal && j > i) sij = (T)-INFINITY;                               \
+      s[j] = sij;                                                                       \
+    }                                                                                   \
+  } while (0)
+
+/* As the guarded softmax: max taken as 0 and sum as 1 in a fully masked row. */
+#define ATTENTION_FORWARD(T)                                                             \
+  do {                                                                                  \
+    const T *q = in[0].data, *k = in[1].data;                                            \
+    const T *v = node->op == GRAPH_OP_ATTENTION ? in[2].data : NULL;                     \
+    const T *mask = a.mask ? a.mask->data : NULL;                                        \
+    T *o = out->data, *s = scratch;                                                      \
+    for (int64_t b = 0; b < a.batch; b++)                                                \
+      for (int64_t i = 0; i < a.t; i++) {                                                \
+        ATTENTION_SCORES(T);                                                             \
+        T m = (T)-INFINITY, l = 0;                                                       \
+        for (int64_t j = 0; j < a.s; j++) m = s[j] > m ? s[j] : m;                        \
+        if (!v) {                                                                       \
+          if (m == (T)-INFINITY) {                                                       \
+            o[b * a.t + i] = m;                                                          \
+            continue;                                                                   \
+          }                                                                             \
+          for (int64_t j = 0; j < a.s; j++) l += exp(s[j] - m);                          \
+          o[b * a.t + i] = m + log(l);                                                   \
+          continue;                                                                     \
+        }                                                                               \
+        T shift = m == (T)-INFINITY ? 0 : m;                                             \
+        for (int64_t j = 0; j < a.s; j++) l += s[j] = exp(s[j] - shift);                 \
+        if (l == 0) l = 1;                                                               \
+        T *oi = o + (b * a.t + i) * a.dv;                                                \
+        for (int64_t x = 0; x < a.dv; x++) oi[x] = 0;                                    \
+        for (int64_t j = 0; j < a.s; j++) {                                             \
+          T p = s[j] / l;                                                                \
+          const T *vj = v + (b * a.s + j) * a.dv;                                        \
+          for (int64_t x = 0; x < a.dv; x++) oi[x] += p * vj[x];                          \
+        }                                                                               \
+      }                                                                                 \
+  } while (0)
+
+void eval_ref_attention(const GraphNode *node, const EvalTensor *in, EvalTensor *out) {
+  AttentionDims a = attention_dims(node, in);
+  void *scratch = calloc((size_t)a.s, element_size(out->dtype));
+  if (!scratch) return;
+  if (out->dtype == GRAPH_F32)
+    ATTENTION_FORWARD(float);
+  else
+    ATTENTION_FORWARD(double);
+  free(scratch);
+}
+
+/* P_ij = exp(s_ij - lse_i) (0 in a fully masked row), dS = P (do_i.v_j -
+ * delta_i); dq_i = scale sum_j dS_ij k_j, dk_j = scale sum_i dS_ij q_i,
+ * dv_j = sum_i P_ij do_i, summed in ascending order of the other index. */
+#define ATTENTION_BACKWARD(T)                                                            \
+  do {                                                                                  \
+    const T *q = in[0].data, *k = in[1].data, *v = in[2].data, *dout = in[3].data;       \
+    const T *lse = in[4].data, *delta = in[5].data;                                      \
+    const T *mask = a.mask ? a.mask->data : NULL;                                        \
+    T *o = out->data, *s = scratch, scale = (T)node->attrs.scale;                        \
+    for (int64_t x = 0; x < out->numel; x++) o[x] = 0;                                   \
+    for (int64_t b = 0; b < a.batch; b++)                                                \
+      for (int64_t i = 0; i < a.t; i++) {                                                \
+        T li = lse[b * a.t + i];                                                         \
+        if (li == (T)-INFINITY) continue;                                                \
+        ATTENTION_SCORES(T);                                                             \
+        const T *doi = dout + (b * a.t + i) * a.dv;                                      \
+        for (int64_t j = 0; j < a.s; j++) {                                             \
+          T p = exp(s[j] - li);                                                          \
+          const T *vj = v + (b * a.s + j) * a.dv;                                        \
+          if (node->op == GRAPH_OP_ATTENTION_GRAD_V) {                                   \
+            T *dvj = o + (b * a.s + j) * a.dv;                                           \
+            for (int64_t x = 0; x < a.dv; x++) dvj[x] += p * doi[x];                      \
+            continue;                                                                   \
+          }                                                                             \
+          T dp = 0;                                                                     \
+          for (int64_t x = 0; x < a.dv; x++) dp += doi[x] * vj[x];                        \
+          T ds = scale * (p * (dp - delta[b * a.t + i]));                                \
+          if (node->op == GRAPH_OP_ATTENTION_GRAD_Q) {                                   \
+            const T *kj = k + (b * a.s + j) * a.d;                                       \
+            T *dqi = o + (b * a.t + i) * a.d;                                            \
+            for (int64_t x = 0; x < a.d; x++) dqi[x] += ds * kj[x];                       \
+          } else {                                                                      \
+            const T *qi = q + (b * a.t + i) * a.d;                                       \
+            T *dkj = o + (b * a.s + j) * a.d;                                            \
+            for (int64_t x = 0; x < a.d; x++) dkj[x] += ds * qi[x];                       \
+          }                                                                             \
+        }                                                                               \
+      }                                                                                 \
+  } while (0)
+
+void eval_ref_attention_grad(const GraphNode *node, const EvalTensor *in, EvalTensor *out) {
+  AttentionDims a = attention_dims(node, in);
+  void *scratch = calloc((size_t)a.s, element_size(out->dtype));
+  if (!scratch) return;
+  if (out->dtype == GRAPH_F32)
+    ATTENTION_BACKWARD(float);
+  else
+    ATTENTION_BACKWARD(double);
+  free(scratch);
 }
 
 /* ---- sources ------------------------------------------------------------- */

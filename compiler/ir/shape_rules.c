@@ -297,3 +297,71 @@ bool graph_rule_leaf(const Graph *g, GraphNode *node, char *err, size_t size) {
   (void)g;
   return source(node, err, size);
 }
+
+/* attention*: q [..., T, D], k [..., S, D], v [..., S, Dv] of one float
+ * dtype and equal batch axes; do like the attention output, lse and delta
+ * [..., T, 1]; the optional mask last, its axes the last of [..., T, S],
+ * each equal or 1. */
+bool graph_rule_attention(const Graph *g, GraphNode *node, char *err, size_t size) {
+  GraphOp op = node->op;
+  int fixed = op == GRAPH_OP_ATTENTION ? 3 : op == GRAPH_OP_ATTENTION_LSE ? 2 : 6;
+  if (node->num_inputs != fixed && node->num_inputs != fixed + 1)
+    return errbuf_set(err, size, "expected %d inputs and an optional mask, got %d", fixed,
+                      node->num_inputs);
+  const GraphNode *q = input(g, node, 0), *k = input(g, node, 1);
+  const GraphNode *v = fixed > 2 ? input(g, node, 2) : NULL;
+  int r = q->shape.rank;
+  bool ok = r >= 2 && k->shape.rank == r && graph_dtype_is_float(q->dtype) &&
+            k->dtype == q->dtype && q->shape.dims[r - 1] == k->shape.dims[r - 1];
+  for (int i = 0; ok && i < r - 2; i++) ok = q->shape.dims[i] == k->shape.dims[i];
+  if (ok && v)
+    ok = v->shape.rank == r && v->dtype == q->dtype &&
+         v->shape.dims[r - 2] == k->shape.dims[r - 2];
+  for (int i = 0; ok && v && i < r - 2; i++) ok = v->shape.dims[i] == q->shape.dims[i];
+  if (!ok)
+    return errbuf_set(err, size, "needs q [..., T, D], k [..., S, D]%s of one float dtype, got %s, %s%s%s",
+                      v ? ", v [..., S, Dv]" : "", type_of(q).text, type_of(k).text,
+                      v ? ", " : "", v ? type_of(v).text : "");
+  int64_t t = q->shape.dims[r - 2], s = k->shape.dims[r - 2];
+  if (node->attrs.causal && t != s)
+    return errbuf_set(err, size, "causal attention needs T == S, got T = %lld, S = %lld",
+                      (long long)t, (long long)s);
+  GraphShape row = q->shape; /* [..., T, 1]: lse and delta */
+  row.dims[r - 1] = 1;
+  if (fixed == 6) {
+    const GraphNode *d_o = input(g, node, 3), *lse = input(g, node, 4), *delta = input(g, node, 5);
+    GraphShape o = q->shape;
+    o.dims[r - 1] = v->shape.dims[r - 1];
+    bool fine = d_o->dtype == q->dtype && lse->dtype == q->dtype && delta->dtype == q->dtype &&
+                graph_shape_equal(&d_o->shape, &o) && graph_shape_equal(&lse->shape, &row) &&
+                graph_shape_equal(&delta->shape, &row);
+    if (!fine)
+      return errbuf_set(err, size, "do, lse and delta must be like o [..., T, Dv] and [..., T, 1], got %s, %s, %s",
+                        type_of(d_o).text, type_of(lse).text, type_of(delta).text);
+  }
+  if (node->num_inputs == fixed + 1) {
+    const GraphNode *m = input(g, node, fixed);
+    GraphShape full = q->shape;
+    full.dims[r - 1] = s;
+    bool fine = m->dtype == q->dtype && m->shape.rank <= r;
+    for (int i = 0; fine && i < m->shape.rank; i++) {
+      int64_t want = full.dims[r - m->shape.rank + i];
+      fine = m->shape.dims[i] == want || m->shape.dims[i] == 1;
+    }
+    if (!fine)
+      return errbuf_set(err, size, "the mask %s does not broadcast to the scores [..., %lld, %lld]",
+                        type_of(m).text, (long long)t, (long long)s);
+  }
+  node->dtype = q->dtype;
+  switch (op) {
+  case GRAPH_OP_ATTENTION:
+    node->shape = q->shape;
+    node->shape.dims[r - 1] = v->shape.dims[r - 1];
+    break;
+  case GRAPH_OP_ATTENTION_LSE: node->shape = row; break;
+  case GRAPH_OP_ATTENTION_GRAD_Q: node->shape = q->shape; break;
+  case GRAPH_OP_ATTENTION_GRAD_K: node->shape = k->shape; break;
+  default: node->shape = v->shape; break;
+  }
+  return true;
+}

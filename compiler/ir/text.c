@@ -198,6 +198,8 @@ static bool read_attr(Parser *ps, const char *key, GraphAttrs *a) {
   if (strcmp(key, "value") == 0) return read_number(ps, &a->pad_value);
   if (strcmp(key, "transpose_a") == 0) return read_bool(ps, &a->transpose_a);
   if (strcmp(key, "transpose_b") == 0) return read_bool(ps, &a->transpose_b);
+  if (strcmp(key, "scale") == 0) return read_number(ps, &a->scale);
+  if (strcmp(key, "causal") == 0) return read_bool(ps, &a->causal);
   if (strcmp(key, "seed") == 0) {
     skip_space(ps);
     char *end;

@@ -355,3 +355,40 @@ void autodiff_vjp_dot(AutodiffContext *ctx, const GraphNode *node, GraphId self,
     dx[1] = sum_to_operand(g, db, b);
   }
 }
+
+/* ---- fused attention ----------------------------------------------------- */
+
+/* Only o and the inputs are kept from the forward pass: the backward ops
+ * recompute the probabilities row by row from lse ([..., T, 1]), so no
+ * [..., T, S] tensor is stored. delta = rowsum(do * o) is
+ * sum_j P_ij dP_ij, the term the softmax's Jacobian subtracts. The mask
+ * gets no gradient (pass_attention fuses only masks that need none). */
+void autodiff_vjp_attention(AutodiffContext *ctx, const GraphNode *node, GraphId self,
+                            GraphId grad, GraphId *dx) {
+  Graph *g = autodiff_graph(ctx);
+  bool masked = node->num_inputs == 4;
+  if (masked && wants(ctx, node, 3)) {
+    graph_fail(g, "autodiff: the mask of a fused attention has no gradient");
+    return;
+  }
+  GraphId q = input_value(ctx, node, 0), k = input_value(ctx, node, 1);
+  GraphId v = input_value(ctx, node, 2), mask = masked ? input_value(ctx, node, 3) : GRAPH_NONE;
+  GraphAttrs attrs = node->attrs;
+  GraphId lse_in[3] = {q, k, mask};
+  GraphId lse = graph_add_node(g, GRAPH_OP_ATTENTION_LSE, lse_in, masked ? 3 : 2, &attrs);
+  int last = node->shape.rank - 1;
+  GraphId delta = graph_reduce(g, GRAPH_OP_REDUCE_SUM,
+                               mul(g, grad, autodiff_value(ctx, self)), 1u << last);
+  GraphId in[7] = {q, k, v, grad, lse, delta, mask};
+  const GraphOp ops[3] = {GRAPH_OP_ATTENTION_GRAD_Q, GRAPH_OP_ATTENTION_GRAD_K,
+                          GRAPH_OP_ATTENTION_GRAD_V};
+  for (int i = 0; i < 3; i++)
+    if (wants(ctx, node, i)) dx[i] = graph_add_node(g, ops[i], in, masked ? 7 : 6, &attrs);
+}
+
+/* The backward ops are made by the VJP above and never differentiated. */
+void autodiff_vjp_attention_backward(AutodiffContext *ctx, const GraphNode *node, GraphId self,
+                                     GraphId grad, GraphId *dx) {
+  (void)self, (void)grad, (void)dx;
+  graph_fail(autodiff_graph(ctx), "autodiff: %s has no gradient", graph_op_name(node->op));
+}

@@ -20,6 +20,12 @@ Graph *pass_cse(const Graph *in, char *err, size_t err_size);
 /* Drops nodes that no output or update depends on; inputs, params and
  * states always stay. */
 Graph *pass_dce(const Graph *in, char *err, size_t err_size);
+/* Replaces softmax(scale * q kT + mask) v, as the front end lowers it, by
+ * the fused attention op (compiler/opt/attention.c). Every node of `in` is
+ * still copied (the replaced chain is left dead for DCE); when `map` is not
+ * NULL it receives the new id of every node of `in` (graph_count(in)
+ * entries), for callers that hold node ids across the pass. */
+Graph *pass_attention(const Graph *in, GraphId *map, char *err, size_t err_size);
 /* fold, simplify, CSE, DCE in that order (what tfmc compiles). */
 Graph *pass_standard(const Graph *in, char *err, size_t err_size);
 

@@ -394,6 +394,105 @@ static void run_modes(void) {
   graph_free(g);
 }
 
+/* Fused attention: o, lse and the three gradients of one set of inputs,
+ * with do a random upstream gradient and delta = rowsum(do * o) as the
+ * VJP builds it. Sizes are not multiples of the vector width (head sizes
+ * 3, 5, 19, 20) and masks have -inf entries: MASK_ROW hides every key
+ * from query 1 (o = 0, lse = -inf, zero gradients), MASK_KEYS pads the
+ * last keys of batch b by b + 1 ([B, 1, 1, S], so under causal a query
+ * can see no key at all). */
+enum { MASK_NONE, MASK_ROW, MASK_KEYS };
+static int att_mask_kind;
+static GraphId att_mask_id;
+
+static void fill_attention_mask(const Graph *g, EvalValues *ref) {
+  if (att_mask_id == GRAPH_NONE) return;
+  const GraphShape *m = &graph_node(g, att_mask_id)->shape;
+  int64_t s = m->dims[m->rank - 1], n = graph_shape_numel(m);
+  for (int64_t e = 0; e < n; e++) {
+    double x = eval_get(ref, att_mask_id, e);
+    int64_t j = e % s, row = e / s; /* row: i for MASK_ROW, b for MASK_KEYS */
+    if (att_mask_kind == MASK_ROW && (row == 1 || (j + row) % 3 == 0)) x = -INFINITY;
+    if (att_mask_kind == MASK_KEYS && j >= s - 1 - row) x = -INFINITY;
+    eval_set(ref, att_mask_id, e, x);
+  }
+}
+
+static void attention_case(const char *name, GraphDtype dt, GraphShape batch, int64_t t,
+                           int64_t s, int64_t d, int64_t dv, int mask_kind, bool causal) {
+  Graph *g = graph_new();
+  GraphShape qs = batch, ks = batch, vs = batch, os = batch, ms = {0};
+  int r = batch.rank + 2;
+  qs.rank = ks.rank = vs.rank = os.rank = r;
+  qs.dims[r - 2] = os.dims[r - 2] = t;
+  ks.dims[r - 2] = vs.dims[r - 2] = s;
+  qs.dims[r - 1] = ks.dims[r - 1] = d;
+  vs.dims[r - 1] = os.dims[r - 1] = dv;
+  if (mask_kind == MASK_ROW) ms = SHAPE(t, s);
+  if (mask_kind == MASK_KEYS) {
+    ms.rank = r;
+    for (int i = 0; i < r; i++) ms.dims[i] = 1;
+    ms.dims[0] = batch.dims[0];
+    ms.dims[r - 1] = s;
+  }
+  GraphId q = in(g, "q", dt, qs), k = in(g, "k", dt, ks), v = in(g, "v", dt, vs);
+  GraphId d_o = in(g, "do", dt, os);
+  att_mask_kind = mask_kind;
+  att_mask_id = mask_kind == MASK_NONE ? GRAPH_NONE : in(g, "mask", dt, ms);
+  double scale = 1.0 / sqrt((double)d);
+  GraphId o = graph_attention(g, q, k, v, att_mask_id, scale, causal);
+  GraphAttrs at = {.scale = scale, .causal = causal};
+  GraphId lse_in[3] = {q, k, att_mask_id};
+  GraphId lse = graph_add_node(g, GRAPH_OP_ATTENTION_LSE, lse_in, att_mask_id < 0 ? 2 : 3, &at);
+  GraphId delta = graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_binary(g, GRAPH_OP_MUL, d_o, o),
+                               1u << (r - 1));
+  GraphId grad_in[7] = {q, k, v, d_o, lse, delta, att_mask_id};
+  graph_output(g, "o", o);
+  /* the 2-norm of a tensor with -inf is NaN: f32 compares lse with its
+   * fully masked rows (-inf, exact in the f64 cases) replaced by -1000 */
+  GraphShape ls = graph_node(g, lse)->shape;
+  GraphId empty = graph_binary(g, GRAPH_OP_CMPEQ, lse, graph_splat(g, dt, ls, -INFINITY));
+  graph_output(g, "lse", dt == GRAPH_F64 ? lse : graph_select(g, empty, graph_splat(g, dt, ls, -1000.0), lse));
+  const GraphOp grads[3] = {GRAPH_OP_ATTENTION_GRAD_Q, GRAPH_OP_ATTENTION_GRAD_K,
+                            GRAPH_OP_ATTENTION_GRAD_V};
+  const char *names[3] = {"dq", "dk", "dv"};
+  for (int i = 0; i < 3; i++)
+    graph_output(g, names[i], graph_add_node(g, grads[i], grad_in, att_mask_id < 0 ? 6 : 7, &at));
+  if (dt == GRAPH_F64) {
+    cg_check_graph(name, g, fill_attention_mask); /* elementwise, 1e-5 */
+    return;
+  }
+  /* f32: the online softmax and the vector sums round differently from the
+   * evaluator's row-at-a-time loops; each tensor is compared in the 2-norm. */
+  if (!CG_CHECK(graph_error(g) == NULL)) {
+    fprintf(stderr, "%s: %s\n", name, graph_error(g));
+    graph_free(g);
+    return;
+  }
+  EvalValues *ref = cg_reference(g, GRAPH_F32, 7);
+  fill_attention_mask(g, ref);
+  cg_run(name, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 1e-5, .norm = true});
+  eval_free(ref);
+  graph_free(g);
+}
+
+static void attention(void) {
+  attention_case("attention f32", GRAPH_F32, SHAPE(2, 3), 5, 5, 19, 7, MASK_NONE, false);
+  attention_case("attention causal f32", GRAPH_F32, SHAPE(2, 2), 33, 33, 16, 20, MASK_NONE, true);
+  attention_case("attention mask, fully masked row f32", GRAPH_F32, SHAPE(2), 6, 9, 8, 5,
+                 MASK_ROW, false);
+  attention_case("attention cross T != S, padding f32", GRAPH_F32, SHAPE(3, 2), 4, 11, 12, 20,
+                 MASK_KEYS, false);
+  attention_case("attention causal + padding f32", GRAPH_F32, SHAPE(2, 2), 7, 7, 5, 3,
+                 MASK_KEYS, true);
+  attention_case("attention f64 unbatched", GRAPH_F64, (GraphShape){0}, 5, 6, 3, 2, MASK_NONE,
+                 false);
+  attention_case("attention mask, fully masked row f64", GRAPH_F64, SHAPE(2), 6, 9, 8, 5,
+                 MASK_ROW, false);
+  attention_case("attention causal + padding f64", GRAPH_F64, SHAPE(2, 3), 9, 9, 17, 4,
+                 MASK_KEYS, true);
+}
+
 int main(void) {
   cg_start("codegen_ops");
   elementwise();
@@ -404,6 +503,7 @@ int main(void) {
   movement();
   gather_scatter();
   contractions();
+  attention();
   sources();
   run_modes();
   return cg_finish("codegen_ops");

@@ -11,6 +11,10 @@
  *                                    trains (f32) on a learnable next-token task,
  *                                    twice: the final loss must be below X and
  *                                    both runs must agree to the last bit
+ *   model_check fused FILE [opts]    lowers with and without pass_attention: the fused graph
+ *                                    must hold attention ops and give the unfused loss and
+ *                                    gradients (f64, relative 1e-9); with --unfused the
+ *                                    pass must leave every attention as it is
  * opts: -D NAME=VALUE, --int-range N (i32 inputs are drawn from [0, N); for train,
  * the vocabulary), --seed S, --training (grad/values: lower with training = true,
  * so dropout masks are drawn, fixed by step = 1)
@@ -48,6 +52,7 @@ typedef struct Options {
   int64_t int_range;
   int steps;
   double below;
+  int expect_unfused; /* fused: --unfused */
 } Options;
 
 static int die(const char *msg) {
@@ -301,6 +306,73 @@ static int cmd_train(const Options *o) {
   return ok ? 0 : 1;
 }
 
+static int count_op(const Graph *g, GraphOp op) {
+  int n = 0;
+  for (GraphId id = 0; id < graph_count(g); id++) n += graph_node(g, id)->op == op;
+  return n;
+}
+
+/* The loss and its gradient by every param, from the same parameter values
+ * and inputs (the rng restarts from `seed`). */
+static double *loss_and_gradients(const Options *o, int unfused, uint64_t seed, int *attention,
+                                  int64_t *count) {
+  Options u = *o;
+  u.front.unfused_attention = unfused;
+  CheckedModel *m;
+  Graph *g = lower_model(&u.front, 0, &m);
+  if (!g) return NULL;
+  *attention = count_op(g, GRAPH_OP_ATTENTION);
+  GraphId loss = graph_find_output(g, "loss"), wrt[4096], grads[4096];
+  int n = graph_num_params(g) < 4096 ? graph_num_params(g) : 4096;
+  for (int i = 0; i < n; i++) wrt[i] = graph_param_at(g, i);
+  if (loss == GRAPH_NONE || !autodiff_gradients(g, loss, wrt, n, grads)) {
+    fprintf(stderr, "model_check: autodiff failed: %s\n", graph_error(g));
+    graph_free(g);
+    return NULL;
+  }
+  EvalValues *v = eval_new(g, GRAPH_F64);
+  rng_state = seed;
+  init_params(v, g, m);
+  random_inputs(v, g, o->int_range);
+  eval_run(v);
+  int64_t total = 1;
+  for (int i = 0; i < n; i++) total += graph_shape_numel(&graph_node(g, wrt[i])->shape);
+  double *out = malloc(sizeof(double) * (size_t)total);
+  out[0] = eval_get(v, loss, 0);
+  int64_t at = 1;
+  for (int i = 0; i < n; i++)
+    for (int64_t k = 0; k < graph_shape_numel(&graph_node(g, wrt[i])->shape); k++)
+      out[at++] = eval_get(v, grads[i], k);
+  *count = total;
+  eval_free(v);
+  graph_free(g);
+  return out;
+}
+
+static int cmd_fused(const Options *o) {
+  uint64_t seed = rng_state;
+  int fused_ops = 0, unfused_ops = 0;
+  int64_t nf = 0, nu = 0;
+  double *fused = loss_and_gradients(o, 0, seed, &fused_ops, &nf);
+  double *unfused = loss_and_gradients(o, 1, seed, &unfused_ops, &nu);
+  if (!fused || !unfused || nf != nu) return die("the file does not lower the same both ways");
+  double norm = 0, diff = 0, worst = 0;
+  for (int64_t i = 1; i < nf; i++) {
+    norm += unfused[i] * unfused[i];
+    diff += (fused[i] - unfused[i]) * (fused[i] - unfused[i]);
+  }
+  double loss_error = fabs(fused[0] - unfused[0]) / fmax(fabs(unfused[0]), 1e-12);
+  worst = sqrt(diff / fmax(norm, 1e-300));
+  printf("%s: %d attention ops fused (%d unfused); loss %.12g vs %.12g; gradients (%lld) differ "
+         "by %.3g relative (2-norm)\n",
+         o->front.path, fused_ops, unfused_ops, fused[0], unfused[0], (long long)(nf - 1), worst);
+  bool fused_as_expected = o->expect_unfused ? fused_ops == 0 : fused_ops > 0;
+  bool ok = fused_as_expected && unfused_ops == 0 && loss_error <= 1e-9 && worst <= 1e-9;
+  free(fused);
+  free(unfused);
+  return ok ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) return die("usage: model_check grad|values|lr|train FILE [options]");
   Options o = {.front = {.path = argv[2]}, .int_range = 2, .steps = 100, .below = 0};
@@ -311,6 +383,7 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "-D") && i + 1 < argc) vec_push(&o.front.defines, argv[++i]);
     else if (!strcmp(argv[i], "--int-range") && i + 1 < argc) o.int_range = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--training")) o.front.training = 1;
+    else if (!strcmp(argv[i], "--unfused")) o.expect_unfused = 1;
     else if (!strcmp(argv[i], "--seed") && i + 1 < argc) rng_state = strtoull(argv[++i], NULL, 10);
     else if (!strcmp(argv[i], "--steps") && i + 1 < argc) o.steps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--below") && i + 1 < argc) o.below = atof(argv[++i]);
@@ -322,5 +395,6 @@ int main(int argc, char **argv) {
   if (!strcmp(cmd, "values")) return cmd_values(&o);
   if (!strcmp(cmd, "lr")) return cmd_lr(&o, positional[0], positional[1], ratio);
   if (!strcmp(cmd, "train")) return cmd_train(&o);
+  if (!strcmp(cmd, "fused")) return cmd_fused(&o);
   return die("unknown command");
 }

@@ -1,7 +1,7 @@
 /* Gradient checks in f64: the gradients autodiff builds against central
  * finite differences of the loss sum(y * w), w a fixed random tensor, for
  * every primitive and for composites (softmax, layernorm, cross-entropy,
- * attention, dropout). */
+ * attention, dropout) and the fused attention op. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -347,6 +347,60 @@ static void composite_attention(uint64_t *rng) {
   graph_free(g);
 }
 
+/* The fused attention op (made by pass_attention): its VJP (attention_lse,
+ * delta and attention_grad_q/k/v, which recompute P) against finite
+ * differences of its reference. mask_kind 1: a [T, S] mask with finite
+ * entries, -inf entries and one fully masked query row (row 1: output 0,
+ * zero gradient); 2: key padding [B, 1, 1, S], batch b losing its last
+ * b + 1 keys (under causal, query 0 of batch 1 sees nothing). */
+static void fused_attention_case(const char *name, GraphShape batch, int64_t t, int64_t s,
+                                 int64_t d, int64_t dv, int mask_kind, bool causal,
+                                 uint64_t *rng) {
+  Graph *g = graph_new();
+  int r = batch.rank + 2;
+  GraphShape qs = batch, ks = batch, vs = batch, ms = {0};
+  qs.rank = ks.rank = vs.rank = r;
+  qs.dims[r - 2] = t, ks.dims[r - 2] = vs.dims[r - 2] = s;
+  qs.dims[r - 1] = ks.dims[r - 1] = d, vs.dims[r - 1] = dv;
+  GraphId q = graph_param(g, "q", GRAPH_F64, qs), k = graph_param(g, "k", GRAPH_F64, ks);
+  GraphId v = graph_param(g, "v", GRAPH_F64, vs), mask = GRAPH_NONE;
+  if (mask_kind) {
+    if (mask_kind == 1) ms = (GraphShape){2, {t, s}};
+    else {
+      ms.rank = r;
+      for (int i = 0; i < r; i++) ms.dims[i] = 1;
+      ms.dims[0] = batch.dims[0], ms.dims[r - 1] = s;
+    }
+    int64_t n = graph_shape_numel(&ms);
+    double *values = malloc(sizeof(double) * (size_t)n);
+    for (int64_t e = 0; e < n; e++) {
+      int64_t j = e % s, row = e / s;
+      values[e] = test_uniform(rng, -1, 1);
+      if (mask_kind == 1 && (row == 1 || (j + row) % 3 == 0)) values[e] = -INFINITY;
+      if (mask_kind == 2 && j >= s - 1 - row) values[e] = -INFINITY;
+    }
+    mask = graph_constant(g, GRAPH_F64, ms, values, n);
+    free(values);
+  }
+  GraphId y = graph_attention(g, q, k, v, mask, 0.7, causal);
+  GraphId loss = weighted_sum(g, y, rng);
+  if (!CHECK(graph_error(g) == NULL)) fprintf(stderr, "  %s: %s\n", name, graph_error(g));
+  else check_gradients(name, g, loss, -1, 1, NONZERO, rng);
+  graph_free(g);
+}
+
+static void fused_attention(uint64_t *rng) {
+  fused_attention_case("attention", (GraphShape){1, {2}}, 3, 3, 2, 3, 0, false, rng);
+  fused_attention_case("attention causal", (GraphShape){2, {2, 2}}, 4, 4, 3, 2, 0, true, rng);
+  fused_attention_case("attention mask, fully masked row", (GraphShape){1, {2}}, 4, 5, 3, 2, 1,
+                       false, rng);
+  fused_attention_case("attention cross T != S, padding", (GraphShape){2, {2, 2}}, 2, 5, 3, 4, 2,
+                       false, rng);
+  fused_attention_case("attention causal + padding", (GraphShape){2, {2, 1}}, 4, 4, 2, 3, 2,
+                       true, rng);
+  fused_attention_case("attention unbatched", (GraphShape){0}, 3, 4, 2, 2, 0, false, rng);
+}
+
 /* Dropout: x * mask / keep with mask = cast(random < keep). The backward
  * part must regenerate the mask from a copy of the random node (same seed
  * and stream) and never read the forward mask. */
@@ -403,6 +457,7 @@ int main(void) {
   composite_layernorm(&rng);
   composite_cross_entropy(&rng);
   composite_attention(&rng);
+  fused_attention(&rng);
   composite_dropout(&rng);
   unreachable_param();
   return test_finish("gradcheck");
