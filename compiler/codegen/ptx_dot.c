@@ -243,13 +243,14 @@ void ptx_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel) {
   int64_t m = node->shape.dims[r - 2], n = node->shape.dims[r - 1];
   bool ta = node->attrs.transpose_a, tb = node->attrs.transpose_b;
   int64_t k = sa->dims[sa->rank - (ta ? 2 : 1)];
-  LLVMTypeRef t = cpu_type(gen, node->dtype);
+  GraphDtype dt = node->dtype;
+  LLVMTypeRef t = cpu_type(gen, dt), st = cpu_storage_type(gen, dt);
   LLVMValueRef fn = cpu_kernel_function(gen, function);
   LLVMValueRef args = LLVMGetParam(fn, 0);
-  LLVMValueRef c = cpu_kernel_arg(gen, args, 0, t);
+  LLVMValueRef c = cpu_kernel_arg(gen, args, 0, st);
   /* Arguments are distinct buffers: a dot of x with itself has one input. */
-  LLVMValueRef a = cpu_kernel_arg(gen, args, 1, t);
-  LLVMValueRef bm = cpu_kernel_arg(gen, args, kernel->num_args > 2 ? 2 : 1, t);
+  LLVMValueRef a = cpu_kernel_arg(gen, args, 1, st);
+  LLVMValueRef bm = cpu_kernel_arg(gen, args, kernel->num_args > 2 ? 2 : 1, st);
   /* The GPU plan run on the CPU (gpu_threads) has no barriers or mma: it
    * keeps one thread an element for every dot (see ptx_thread_plan). */
   if (ptx_dot_tiled(node) && !gen->gpu_threads) {
@@ -272,10 +273,11 @@ void ptx_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel) {
                        : add(gen, a_base, add(gen, mul(gen, i, k), p.index));
   LLVMValueRef bi = tb ? add(gen, b_base, add(gen, mul(gen, j, k), p.index))
                        : add(gen, b_base, add(gen, mul(gen, p.index, n), j));
-  LLVMValueRef prod = LLVMBuildFMul(b, load(gen, t, a, ai), load(gen, t, bm, bi), "");
+  LLVMValueRef prod = LLVMBuildFMul(b, cpu_load_value(gen, dt, cpu_element(gen, st, a, ai)),
+                                    cpu_load_value(gen, dt, cpu_element(gen, st, bm, bi)), "");
   LLVMBuildStore(b, LLVMBuildFAdd(b, LLVMBuildLoad2(b, t, acc, ""), prod, ""), acc);
   cpu_loop_end(gen, &p);
-  LLVMBuildStore(b, LLVMBuildLoad2(b, t, acc, ""), cpu_element(gen, t, c, item.index));
+  cpu_store_value(gen, dt, LLVMBuildLoad2(b, t, acc, ""), cpu_element(gen, st, c, item.index));
   cpu_loop_end(gen, &item);
   LLVMBuildRetVoid(b);
 }
