@@ -3,8 +3,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "pass.h"
 #include "sema_internal.h"
 #include "train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
 
 Graph *lower_graph;
 
@@ -276,7 +280,8 @@ static double optim_setting(const Value *o, const char *key) {
 }
 
 /* The train block as the IR's TrainConfig. */
-static bool build_training(Graph *g, const CheckedModel *m) {
+/* `map` (or NULL) takes the trace's node ids to g's (after autocast). */
+static bool build_training(Graph *g, const CheckedModel *m, const GraphId *map) {
   const TrainSpec *ts = &m->train;
   if (!ts->present) {
     diag_error(m->at, "model %s has no train block, so it has no training graph", m->name);
@@ -291,7 +296,7 @@ static bool build_training(Graph *g, const CheckedModel *m) {
   c.eps = optim_setting(o, "eps");
   c.weight_decay = optim_setting(o, "weight_decay");
   c.clip_norm = ts->clip;
-  c.lr = ts->lr->kind == V_TENSOR ? ts->lr->node
+  c.lr = ts->lr->kind == V_TENSOR ? (map ? map[ts->lr->node] : ts->lr->node)
                                   : graph_scalar(g, GRAPH_F32, ts->lr->kind == V_FLOAT
                                                                    ? ts->lr->f
                                                                    : (double)ts->lr->i);
@@ -310,8 +315,27 @@ Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model) {
     graph_free(g);
     return NULL;
   }
+  /* --dtype bf16: the forward graph's activations become bf16 before
+   * autodiff, so the backward graph follows. */
+  GraphId *map = NULL;
+  if (!graph_error(g) && o.bf16) {
+    char err[256];
+    map = malloc(sizeof(GraphId) * (size_t)(graph_count(g) ? graph_count(g) : 1));
+    Graph *cast = map ? pass_autocast_bf16(g, map, err, sizeof err) : NULL;
+    if (!cast) {
+      diag_error(m->at, "internal error: --dtype bf16 on model %s: %s", m->name,
+                 map ? err : "out of memory");
+      free(map);
+      graph_free(g);
+      *model = NULL;
+      return NULL;
+    }
+    graph_free(g);
+    g = cast;
+  }
   /* The checker accepted the program, so an IR error is a bug of ours. */
-  if (!graph_error(g) && train) build_training(g, m);
+  if (!graph_error(g) && train) build_training(g, m, map);
+  free(map);
   if (graph_error(g) || diag_error_count()) {
     if (graph_error(g))
       diag_error(m->at, "internal error: lowering model %s failed: %s", m->name, graph_error(g));

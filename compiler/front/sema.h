@@ -14,6 +14,7 @@ typedef struct FrontOptions {
   const char *variant;    /* --variant NAME or NULL */
   PtrVec include_dirs;    /* -I DIR, searched by import after the file's own folder */
   int training;           /* value of the built-in `training` (checks use 1) */
+  int bf16;               /* --dtype bf16: lower_model runs pass_autocast_bf16 */
 } FrontOptions;
 
 typedef struct ConfigEntry {

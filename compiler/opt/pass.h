@@ -20,6 +20,12 @@ Graph *pass_cse(const Graph *in, char *err, size_t err_size);
 /* Drops nodes that no output or update depends on; inputs, params and
  * states always stay. */
 Graph *pass_dce(const Graph *in, char *err, size_t err_size);
+/* --dtype bf16 (autocast.c, which says which nodes become bf16): run on a
+ * forward graph before autodiff. map (graph_count(in) entries) receives
+ * in id -> out id. Float leaves, reductions and what is computed from
+ * them alone stay f32, other float intermediates become bf16, bf16
+ * outputs are cast back to their f32. */
+Graph *pass_autocast_bf16(const Graph *in, GraphId *map, char *err, size_t err_size);
 /* fold, simplify, CSE, DCE in that order (what tfmc compiles). */
 Graph *pass_standard(const Graph *in, char *err, size_t err_size);
 

@@ -38,7 +38,18 @@ typedef struct ModelCase {
   const char *label, *file;
   const char *const *defines; /* NULL-terminated "name=value" */
   int64_t vocab;              /* token ids are drawn from [0, vocab) */
+  bool bf16;                  /* lowered with --dtype bf16 */
 } ModelCase;
+
+/* --dtype bf16 graphs: compiled and evaluator round every bf16 value at the
+ * same points, so they agree exactly unless an f32 result that the two
+ * compute one f32 ulp apart (the GEMM's fused multiply-adds, the inline
+ * exp) lies next to a bf16 rounding boundary: then the two round one bf16
+ * ulp (2^-8) apart, with a chance of about 2^-15 per element, and that one
+ * element moves its tensor's 2-norm by far less than 1e-3. An evaluator
+ * that did not round (bf16 computed as f32) is about 2^-9 away on every
+ * element and fails. */
+#define TOLERANCE_BF16 1e-3
 
 static double seconds(void) {
   struct timespec t;
@@ -134,7 +145,7 @@ static void check_model(const ModelCase *mc, int train, const char *what) {
   double start = seconds();
   char label[256], err[512];
   snprintf(label, sizeof label, "%s %s", mc->label, what);
-  FrontOptions fo = {.path = mc->file};
+  FrontOptions fo = {.path = mc->file, .bf16 = mc->bf16};
   for (const char *const *d = mc->defines; *d; d++)
     vec_push(&fo.defines, (void *)*d);
   CheckedModel *m;
@@ -158,7 +169,8 @@ static void check_model(const ModelCase *mc, int train, const char *what) {
       !fill_leaves(opt, opt_ref, init, init_values, mc->vocab) ||
       !fill_leaves(opt, opt_f64, init, init_values, mc->vocab))
     goto done;
-  CgRunOptions options = {.steps = 1, .tolerance = TOLERANCE, .norm = true, .rounding = opt_f64};
+  CgRunOptions options = {.steps = 1, .tolerance = mc->bf16 ? TOLERANCE_BF16 : TOLERANCE,
+                          .norm = true, .rounding = opt_f64};
   cg_run(label, opt, opt_ref, &options);
   check_passes(label, raw, raw_ref, opt, opt_ref);
   printf("      %s: %d nodes lowered, %d optimised, %d outputs; %.1f s\n", label, graph_count(raw),
@@ -189,23 +201,40 @@ static const char *const TRANSFORMER[] = {"vocab=11", "d_model=16", "heads=2", "
 static const char *const NONE[] = {NULL};
 static const char *const STD_LAYER_MODELS[] = {"rnn_cells", "scores", "conv1d", "rnn_decoder", NULL};
 
-/* No argument: the Transformers; "std": the std layer models (two ctests, so
- * that each stays well under 30 s). */
+/* No argument: the Transformers; "std": the std layer models; "bf16": the
+ * Transformers lowered with --dtype bf16 (three ctests, so that each stays
+ * well under 30 s). */
+static int bf16_models(void);
+
 int main(int argc, char **argv) {
-  cg_start(argc > 1 ? "codegen_models std" : "codegen_models");
+  cg_start(argc > 1 ? (!strcmp(argv[1], "bf16") ? "codegen_models bf16" : "codegen_models std")
+                    : "codegen_models");
+  if (argc > 1 && !strcmp(argv[1], "bf16"))
+    return bf16_models();
   if (argc > 1 && !strcmp(argv[1], "std")) {
     for (const char *const *m = STD_LAYER_MODELS; *m; m++) {
       char path[1024];
       snprintf(path, sizeof path, "%s/tests/ir/models/%s.tfm", TFM_SOURCE_DIR, *m);
-      check_model(&(ModelCase){*m, path, NONE, 1}, 0, "gradients");
+      check_model(&(ModelCase){*m, path, NONE, 1, false}, 0, "gradients");
     }
     return cg_finish("codegen_models std");
   }
   const char *gpt = TFM_SOURCE_DIR "/models/gpt.tfm";
   const char *transformer = TFM_SOURCE_DIR "/models/transformer.tfm";
-  check_model(&(ModelCase){"gpt", gpt, GPT, 13}, 0, "gradients");
-  check_model(&(ModelCase){"gpt p_drop=0.1", gpt, GPT_DROPOUT, 13}, 1, "training step");
-  check_model(&(ModelCase){"transformer", transformer, TRANSFORMER, 11}, 0, "gradients");
-  check_model(&(ModelCase){"transformer", transformer, TRANSFORMER, 11}, 1, "training step");
+  check_model(&(ModelCase){"gpt", gpt, GPT, 13, false}, 0, "gradients");
+  check_model(&(ModelCase){"gpt p_drop=0.1", gpt, GPT_DROPOUT, 13, false}, 1, "training step");
+  check_model(&(ModelCase){"transformer", transformer, TRANSFORMER, 11, false}, 0, "gradients");
+  check_model(&(ModelCase){"transformer", transformer, TRANSFORMER, 11, false}, 1, "training step");
   return cg_finish("codegen_models");
+}
+
+static int bf16_models(void) {
+  const char *gpt = TFM_SOURCE_DIR "/models/gpt.tfm";
+  const char *transformer = TFM_SOURCE_DIR "/models/transformer.tfm";
+  check_model(&(ModelCase){"gpt --dtype bf16", gpt, GPT, 13, true}, 0, "gradients");
+  check_model(&(ModelCase){"gpt --dtype bf16 p_drop=0.1", gpt, GPT_DROPOUT, 13, true}, 1,
+              "training step");
+  check_model(&(ModelCase){"transformer --dtype bf16", transformer, TRANSFORMER, 11, true}, 1,
+              "training step");
+  return cg_finish("codegen_models bf16");
 }

@@ -1,0 +1,143 @@
+/* --dtype bf16: activations in bf16, everything the optimizer owns in f32.
+ *
+ * Runs on the forward graph as lowered (before autodiff), so the backward
+ * graph autodiff builds from it is bf16 where the forward is: the VJP of a
+ * node computes in its cotangent's dtype, and the VJP of the cast that
+ * reads a parameter is a cast of the gradient back to f32. What becomes
+ * what, node by node in id order (docs/internals.md lists it):
+ *  - inputs, params and states stay f32 (master copies); every use of one
+ *    by a bf16 node reads it through its own cast to bf16, so autodiff sums
+ *    a parameter's gradient contributions in f32, after those casts;
+ *  - reductions (reduce_sum, reduce_max, and scatter_add) are f32: their input is cast to f32
+ *    (exact) and the statistic stays f32 (softmax max and sum, layernorm
+ *    mean and variance, the loss's sums);
+ *  - a float node whose float inputs are all f32 and none a leaf (built
+ *    from reductions, constants, iota, random, comparisons) stays f32:
+ *    that keeps the loss, the learning rate and scalar arithmetic on
+ *    statistics in f32;
+ *  - every other float node becomes bf16 (dots, elementwise arithmetic on
+ *    activations, movement, gathers), its f32 inputs cast to bf16;
+ *  - f64 and i32 nodes are left alone; a comparison between a bf16 and an
+ *    f32 value compares in f32 (the bf16 one widened, exactly);
+ *  - outputs that came out bf16 (logits) are cast back to f32.
+ * Kernels compute every bf16 node in f32 and round its result once; dots
+ * and reductions accumulate in f32. No loss scaling: bf16 has f32's
+ * exponent range. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "pass.h"
+
+typedef struct Autocast {
+  const Graph *in;
+  Graph *out;
+  GraphId *map;
+  bool *keeps_f32; /* per in-node: an f32 node that is not a leaf */
+} Autocast;
+
+static bool is_leaf(GraphOp op) {
+  return op == GRAPH_OP_INPUT || op == GRAPH_OP_PARAM || op == GRAPH_OP_STATE;
+}
+
+static GraphDtype out_dtype(const Autocast *a, GraphId out_id) {
+  return graph_node(a->out, out_id)->dtype;
+}
+
+/* `x` (an out-node) as dtype `to` (both float), casting only when needed. */
+static GraphId as_dtype(Autocast *a, GraphId x, GraphDtype to) {
+  GraphDtype from = out_dtype(a, x);
+  if (from == to || !graph_dtype_is_float(from) || from == GRAPH_F64) return x;
+  return graph_cast(a->out, x, to);
+}
+
+static bool has_f64(const Autocast *a, GraphId id) {
+  const GraphNode *n = graph_node(a->in, id);
+  if (n->dtype == GRAPH_F64) return true;
+  for (int i = 0; i < n->num_inputs; i++)
+    if (graph_node(a->in, n->inputs[i])->dtype == GRAPH_F64) return true;
+  return false;
+}
+
+static GraphId visit(Autocast *a, GraphId id, GraphId *inputs) {
+  const GraphNode *n = graph_node(a->in, id);
+  for (int i = 0; i < n->num_inputs; i++) inputs[i] = a->map[n->inputs[i]];
+  if (is_leaf(n->op) || n->op == GRAPH_OP_CONSTANT || n->op == GRAPH_OP_IOTA ||
+      n->op == GRAPH_OP_RANDOM || has_f64(a, id)) {
+    a->keeps_f32[id] = !is_leaf(n->op) && n->dtype == GRAPH_F32;
+    return graph_copy_node(a->out, a->in, id, inputs);
+  }
+  bool any_bf16 = false, all_f32 = true;
+  for (int i = 0; i < n->num_inputs; i++) {
+    const GraphNode *x = graph_node(a->in, n->inputs[i]);
+    if (!graph_dtype_is_float(x->dtype)) continue;
+    any_bf16 = any_bf16 || out_dtype(a, inputs[i]) == GRAPH_BF16;
+    all_f32 = all_f32 && a->keeps_f32[n->inputs[i]];
+  }
+  if (!graph_dtype_is_float(n->dtype)) {
+    /* Comparisons (and casts to i32): a mixed pair compares in f32. */
+    if (any_bf16 && !all_f32)
+      for (int i = 0; i < n->num_inputs; i++)
+        if (graph_dtype_is_float(graph_node(a->in, n->inputs[i])->dtype))
+          inputs[i] = as_dtype(a, inputs[i], GRAPH_F32);
+    return graph_copy_node(a->out, a->in, id, inputs);
+  }
+  if (n->op == GRAPH_OP_REDUCE_SUM || n->op == GRAPH_OP_REDUCE_MAX ||
+      n->op == GRAPH_OP_SCATTER_ADD) {
+    inputs[0] = as_dtype(a, inputs[0], GRAPH_F32);
+    a->keeps_f32[id] = n->dtype == GRAPH_F32;
+    return graph_copy_node(a->out, a->in, id, inputs);
+  }
+  bool f32 = all_f32 && n->op != GRAPH_OP_DOT;
+  if (f32 || n->dtype == GRAPH_BF16) {
+    a->keeps_f32[id] = f32 && n->dtype == GRAPH_F32;
+    return graph_copy_node(a->out, a->in, id, inputs);
+  }
+  /* bf16: f32 float inputs are cast. A cast to f32 of a float becomes the
+   * bf16 value itself (its input is bf16 by now, or cast to it). */
+  for (int i = 0; i < n->num_inputs; i++)
+    if (graph_dtype_is_float(graph_node(a->in, n->inputs[i])->dtype))
+      inputs[i] = as_dtype(a, inputs[i], GRAPH_BF16);
+  if (n->op == GRAPH_OP_CAST) {
+    if (graph_dtype_is_float(graph_node(a->in, n->inputs[0])->dtype)) return inputs[0];
+    return graph_cast(a->out, inputs[0], GRAPH_BF16); /* an i32 cast to float */
+  }
+  return graph_copy_node(a->out, a->in, id, inputs);
+}
+
+Graph *pass_autocast_bf16(const Graph *in, GraphId *map, char *err, size_t err_size) {
+  int n = graph_count(in), max_inputs = 1;
+  for (GraphId id = 0; id < n; id++)
+    if (graph_node(in, id)->num_inputs > max_inputs) max_inputs = graph_node(in, id)->num_inputs;
+  Autocast a = {.in = in, .out = graph_new(), .map = map};
+  a.keeps_f32 = calloc(n > 0 ? (size_t)n : 1, sizeof(bool));
+  GraphId *inputs = malloc((size_t)max_inputs * sizeof(GraphId));
+  if (!a.out || !a.keeps_f32 || !inputs) {
+    graph_free(a.out);
+    free(a.keeps_f32);
+    free(inputs);
+    if (err_size) snprintf(err, err_size, "out of memory");
+    return NULL;
+  }
+  for (GraphId id = 0; id < n && !graph_error(a.out); id++) map[id] = visit(&a, id, inputs);
+  for (int i = 0; i < graph_num_outputs(in) && !graph_error(a.out); i++) {
+    GraphOutput o = graph_output_at(in, i);
+    GraphId v = map[o.node];
+    if (out_dtype(&a, v) == GRAPH_BF16) v = graph_cast(a.out, v, graph_node(in, o.node)->dtype);
+    graph_output(a.out, o.name, v);
+  }
+  for (int i = 0; i < graph_num_updates(in) && !graph_error(a.out); i++) {
+    GraphUpdate u = graph_update_at(in, i);
+    GraphId v = map[u.value];
+    if (out_dtype(&a, v) != graph_node(in, u.value)->dtype)
+      v = graph_cast(a.out, v, graph_node(in, u.value)->dtype);
+    graph_update(a.out, map[u.target], v);
+  }
+  free(a.keeps_f32);
+  free(inputs);
+  if (graph_error(a.out)) {
+    if (err_size) snprintf(err, err_size, "%s", graph_error(a.out));
+    graph_free(a.out);
+    return NULL;
+  }
+  return a.out;
+}
