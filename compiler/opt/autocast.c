@@ -141,3 +141,94 @@ Graph *pass_autocast_bf16(const Graph *in, GraphId *map, char *err, size_t err_s
   }
   return a.out;
 }
+
+/* ---- After CSE: one rounding per chain of elementwise ops --------------- */
+
+static bool elementwise(GraphOp op) { return graph_op_kind(op) == GRAPH_KIND_ELEMENTWISE; }
+
+/* A bf16 elementwise node whose one use is an elementwise node (not an
+ * output or update) is a link: the kernel planner inlines it into that
+ * consumer, so its bf16 value is never stored, and rounding it there only
+ * costs work and precision. */
+static bool *chain_links(const Graph *g) {
+  int n = graph_count(g);
+  int *uses = calloc(n > 0 ? (size_t)n : 1, sizeof(int));
+  bool *feeds_elementwise = calloc(n > 0 ? (size_t)n : 1, sizeof(bool));
+  bool *link = calloc(n > 0 ? (size_t)n : 1, sizeof(bool));
+  if (!uses || !feeds_elementwise || !link) {
+    free(uses), free(feeds_elementwise), free(link);
+    return NULL;
+  }
+  for (GraphId id = 0; id < n; id++) {
+    const GraphNode *node = graph_node(g, id);
+    for (int i = 0; i < node->num_inputs; i++) {
+      uses[node->inputs[i]]++;
+      feeds_elementwise[node->inputs[i]] = elementwise(node->op);
+    }
+  }
+  for (int i = 0; i < graph_num_outputs(g); i++) uses[graph_output_at(g, i).node] += 2;
+  for (int i = 0; i < graph_num_updates(g); i++) uses[graph_update_at(g, i).value] += 2;
+  for (GraphId id = 0; id < n; id++) {
+    const GraphNode *node = graph_node(g, id);
+    link[id] = node->dtype == GRAPH_BF16 && elementwise(node->op) && uses[id] == 1 &&
+               feeds_elementwise[id];
+  }
+  free(uses);
+  free(feeds_elementwise);
+  return link;
+}
+
+Graph *pass_bf16_chains(const Graph *in, char *err, size_t err_size) {
+  int n = graph_count(in), max_inputs = 1;
+  for (GraphId id = 0; id < n; id++)
+    if (graph_node(in, id)->num_inputs > max_inputs) max_inputs = graph_node(in, id)->num_inputs;
+  bool *link = chain_links(in);
+  GraphId *map = malloc((n > 0 ? (size_t)n : 1) * sizeof(GraphId));
+  GraphId *inputs = malloc((size_t)max_inputs * sizeof(GraphId));
+  Graph *out = graph_new();
+  if (!link || !map || !inputs || !out) {
+    free(link), free(map), free(inputs);
+    graph_free(out);
+    if (err_size) snprintf(err, err_size, "out of memory");
+    return NULL;
+  }
+  for (GraphId id = 0; id < n && !graph_error(out); id++) {
+    const GraphNode *node = graph_node(in, id);
+    bool fed = false; /* an input is a link, now f32 */
+    for (int i = 0; i < node->num_inputs; i++) {
+      inputs[i] = map[node->inputs[i]];
+      fed = fed || link[node->inputs[i]];
+    }
+    if (!link[id] && !fed) {
+      map[id] = graph_copy_node(out, in, id, inputs);
+      continue;
+    }
+    /* Computed in f32: bf16 inputs widened (exactly), links already f32.
+     * Each widening cast has this one use (CSE has run), so it is inlined
+     * and its bf16 input stays what is stored. */
+    for (int i = 0; i < node->num_inputs; i++)
+      if (graph_node(out, inputs[i])->dtype == GRAPH_BF16)
+        inputs[i] = graph_cast(out, inputs[i], GRAPH_F32);
+    GraphId wide;
+    if (node->op == GRAPH_OP_CAST && node->dtype == GRAPH_BF16)
+      wide = graph_dtype_is_float(graph_node(out, inputs[0])->dtype)
+                 ? inputs[0]
+                 : graph_cast(out, inputs[0], GRAPH_F32);
+    else if (node->op == GRAPH_OP_CAST)
+      wide = graph_cast(out, inputs[0], node->dtype);
+    else
+      wide = graph_copy_node(out, in, id, inputs);
+    /* The chain's last node rounds once (a comparison gives i32). */
+    map[id] = link[id] || node->dtype != GRAPH_BF16 ? wide : graph_cast(out, wide, GRAPH_BF16);
+  }
+  if (!graph_error(out)) graph_copy_interface(out, in, map);
+  free(link);
+  free(map);
+  free(inputs);
+  if (graph_error(out)) {
+    if (err_size) snprintf(err, err_size, "%s", graph_error(out));
+    graph_free(out);
+    return NULL;
+  }
+  return out;
+}
