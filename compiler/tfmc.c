@@ -56,6 +56,11 @@ static const char usage_text[] =
     "                  as PTX kernels) or cublas (f32 contractions call cuBLAS's\n"
     "                  cublasSgemmStridedBatched, loaded at run time; emit ptx leaves\n"
     "                  them out)\n"
+    "  --dtype D       build, stats, emit graph|dot|kernels|llvm|asm|ptx: f32 (default)\n"
+    "                  or bf16: activations of the forward and backward graphs stored\n"
+    "                  in bf16 (2 bytes) and computed in f32, every dot and reduction\n"
+    "                  accumulated in f32; parameters, optimizer state, the loss, the\n"
+    "                  updates and outputs stay f32 (so do checkpoints); no loss scaling\n"
     "  --shared        build: a shared library (the runtime inside) plus a C header\n"
     "                  for embedding, instead of an executable\n"
     "  --header FILE   build --shared: the header's path (default: OUT with .h\n"
@@ -222,7 +227,7 @@ static int emit_code(const Graph *g, int form, const char *cpu, const BuildOptio
 int main(int argc, char **argv) {
   FrontOptions opt = {.training = 1};
   const char *command = NULL, *what = NULL;
-  int train = 0, optimize = 1;
+  int train = 0, optimize = 1, dtype_given = 0;
   BuildOptions build = {.cpu = "native"};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -258,6 +263,13 @@ int main(int argc, char **argv) {
       } else {
         return usage_error("--target: unknown '%s' (cpu, cuda)", v);
       }
+    } else if (!strcmp(a, "--dtype") || !strncmp(a, "--dtype=", 8)) {
+      const char *v = a[7] ? a + 8 : (i + 1 < argc ? argv[++i] : NULL);
+      if (!v) return usage_error("%s needs an argument", a);
+      if (strcmp(v, "f32") && strcmp(v, "bf16"))
+        return usage_error("--dtype: unknown '%s' (f32, bf16)", v);
+      opt.bf16 = v[0] == 'b';
+      dtype_given = 1;
     } else if (!strcmp(a, "--gemm") || !strncmp(a, "--gemm=", 7)) {
       const char *v = a[6] ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
       if (!v) return usage_error("%s needs an argument", a);
@@ -302,6 +314,9 @@ int main(int argc, char **argv) {
   int graph_form = !strcmp(command, "emit") && strcmp(what, "ast");
   if ((train || !optimize) && !graph_form)
     return usage_error("%s", "--train and --no-opt go with emit graph, dot, kernels, llvm, asm or ptx");
+  if (dtype_given && strcmp(command, "build") && strcmp(command, "stats") && !graph_form)
+    return usage_error("%s", "--dtype goes with build, stats and emit graph, dot, kernels, llvm, "
+                             "asm or ptx");
   if (!known_cpu(build.cpu))
     return usage_error("--cpu: unknown CPU '%s' (native, x86-64, x86-64-v2, x86-64-v3, "
                        "x86-64-v4, haswell, skylake, skylake-avx512, icelake-server, "

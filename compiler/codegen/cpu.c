@@ -88,6 +88,7 @@ void cpu_init_types(CpuGen *gen) {
   LLVMContextRef c = gen->context;
   gen->i1 = LLVMInt1TypeInContext(c);
   gen->i8 = LLVMInt8TypeInContext(c);
+  gen->i16 = LLVMInt16TypeInContext(c);
   gen->i32 = LLVMInt32TypeInContext(c);
   gen->i64 = LLVMInt64TypeInContext(c);
   gen->f32 = LLVMFloatTypeInContext(c);

@@ -5,13 +5,60 @@
 #include <string.h>
 
 #include "cpu_internal.h"
+#include "eval.h"
 
 LLVMTypeRef cpu_type(const CpuGen *gen, GraphDtype dtype) {
-  switch (kernel_storage_dtype(dtype)) {
+  switch (dtype) {
   case GRAPH_F64: return gen->f64;
   case GRAPH_I32: return gen->i32;
-  default: return gen->f32;
+  default: return gen->f32; /* f32, and bf16 computed in f32 */
   }
+}
+
+LLVMTypeRef cpu_storage_type(const CpuGen *gen, GraphDtype dtype) {
+  return dtype == GRAPH_BF16 ? gen->i16 : cpu_type(gen, dtype);
+}
+
+/* bf16 bits to f32: the 16 bits are the f32's high half (exact). */
+LLVMValueRef cpu_bf16_widen(CpuGen *gen, LLVMValueRef bits) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef wide = LLVMBuildZExt(b, bits, gen->i32, "");
+  return LLVMBuildBitCast(b, LLVMBuildShl(b, wide, cpu_i32(gen, 16), ""), gen->f32, "");
+}
+
+/* The f32 bits of x rounded to bf16 (low half zero): round to nearest,
+ * ties to even, by adding 0x7fff plus the kept half's lowest bit; a NaN
+ * keeps its sign and high payload and gets the quiet bit, so it stays a
+ * NaN; an overflow rounds to infinity. As eval_bf16_round. */
+static LLVMValueRef bf16_rounded_bits(CpuGen *gen, LLVMValueRef x) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef u = LLVMBuildBitCast(b, x, gen->i32, "");
+  LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, u, cpu_i32(gen, 16), ""), cpu_i32(gen, 1), "");
+  LLVMValueRef up = LLVMBuildAdd(b, u, LLVMBuildAdd(b, lsb, cpu_i32(gen, 0x7fff), ""), "");
+  LLVMValueRef high = cpu_i32(gen, (int32_t)0xffff0000u);
+  LLVMValueRef rounded = LLVMBuildAnd(b, up, high, "");
+  LLVMValueRef quiet = LLVMBuildOr(b, LLVMBuildAnd(b, u, high, ""), cpu_i32(gen, 0x00400000), "");
+  LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
+  return LLVMBuildSelect(b, nan, quiet, rounded, "");
+}
+
+LLVMValueRef cpu_bf16_round(CpuGen *gen, LLVMValueRef x) {
+  return LLVMBuildBitCast(gen->builder, bf16_rounded_bits(gen, x), gen->f32, "");
+}
+
+LLVMValueRef cpu_bf16_narrow(CpuGen *gen, LLVMValueRef x) {
+  LLVMBuilderRef b = gen->builder;
+  return LLVMBuildTrunc(b, LLVMBuildLShr(b, bf16_rounded_bits(gen, x), cpu_i32(gen, 16), ""),
+                        gen->i16, "");
+}
+
+LLVMValueRef cpu_load_value(CpuGen *gen, GraphDtype dtype, LLVMValueRef ptr) {
+  LLVMValueRef v = LLVMBuildLoad2(gen->builder, cpu_storage_type(gen, dtype), ptr, "");
+  return dtype == GRAPH_BF16 ? cpu_bf16_widen(gen, v) : v;
+}
+
+void cpu_store_value(CpuGen *gen, GraphDtype dtype, LLVMValueRef v, LLVMValueRef ptr) {
+  LLVMBuildStore(gen->builder, dtype == GRAPH_BF16 ? cpu_bf16_narrow(gen, v) : v, ptr);
 }
 
 LLVMValueRef cpu_i64(const CpuGen *gen, int64_t value) {
@@ -24,8 +71,9 @@ LLVMValueRef cpu_i32(const CpuGen *gen, int32_t value) {
 
 /* As eval_tensor_set: floats round, integers saturate and NaN becomes 0. */
 LLVMValueRef cpu_constant(const CpuGen *gen, GraphDtype dtype, double value) {
-  switch (kernel_storage_dtype(dtype)) {
+  switch (dtype) {
   case GRAPH_F64: return LLVMConstReal(gen->f64, value);
+  case GRAPH_BF16: return LLVMConstReal(gen->f32, (double)eval_bf16_round((float)value));
   case GRAPH_I32: {
     int32_t v = isnan(value)             ? 0
                 : value >= 2147483647.0  ? INT32_MAX

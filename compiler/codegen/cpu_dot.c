@@ -47,8 +47,9 @@ void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel) {
   LLVMBuilderRef b = gen->builder;
   const GraphNode *n = graph_node(gen->graph, kernel->root);
   DotShape s = dot_shape(gen, n);
-  LLVMTypeRef t = cpu_type(gen, n->dtype);
-  LLVMValueRef gemm = cpu_gemm_function(gen, t, s.ta, s.tb);
+  LLVMTypeRef t = cpu_storage_type(gen, n->dtype);
+  LLVMValueRef gemm = n->dtype == GRAPH_BF16 ? cpu_gemm_bf16_function(gen, s.ta, s.tb)
+                                             : cpu_gemm_function(gen, t, s.ta, s.tb);
   LLVMValueRef fn = cpu_kernel_function(gen, function);
   LLVMValueRef args = LLVMGetParam(fn, 0);
   LLVMValueRef begin = LLVMGetParam(fn, 1), end = LLVMGetParam(fn, 2);

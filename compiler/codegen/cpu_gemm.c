@@ -167,27 +167,33 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
 
 /* Packs slivers of width w: dst[s*len*w + p*w + q] = src[p*sp + (s*w + q)*sq]
  * for s*w + q < count (p < len), zero beyond. `q_contiguous` says which
- * stride is 1, so the inner loop reads memory in order. */
+ * stride is 1, so the inner loop reads memory in order. With from_bf16
+ * the source holds bf16 bits, widened to f32 as they are copied. */
 static void emit_pack(CpuGen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef src,
                       LLVMValueRef len, LLVMValueRef count, LLVMValueRef sp, LLVMValueRef sq,
-                      int w, bool q_contiguous) {
+                      int w, bool q_contiguous, bool from_bf16) {
+  LLVMTypeRef st = from_bf16 ? gen->i16 : t; /* bf16 sources widen to f32 as they pack */
   LLVMValueRef W = cpu_i64(gen, w);
   CpuLoop s, p, q;
   step_loop_begin(gen, &s, count, w);
   LLVMValueRef valid = min64(gen, W, LLVMBuildSub(gen->builder, count, s.index, ""));
   LLVMValueRef out = cpu_element(gen, t, dst, mul(gen, s.index, len));
-  LLVMValueRef in = cpu_element(gen, t, src, mul(gen, s.index, sq));
+  LLVMValueRef in = cpu_element(gen, st, src, mul(gen, s.index, sq));
   if (q_contiguous) {
     cpu_loop_begin(gen, &p, cpu_i64(gen, 0), len);
     cpu_loop_begin(gen, &q, cpu_i64(gen, 0), valid);
-    LLVMValueRef x = load_at(gen, t, in, add(gen, mul(gen, p.index, sp), q.index));
+    LLVMValueRef x = load_at(gen, st, in, add(gen, mul(gen, p.index, sp), q.index));
+    if (from_bf16)
+      x = cpu_bf16_widen(gen, x);
     LLVMBuildStore(gen->builder, x, cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
     cpu_loop_end(gen, &q);
     cpu_loop_end(gen, &p);
   } else {
     cpu_loop_begin(gen, &q, cpu_i64(gen, 0), valid);
     cpu_loop_begin(gen, &p, cpu_i64(gen, 0), len);
-    LLVMValueRef x = load_at(gen, t, in, add(gen, mul(gen, q.index, sq), p.index));
+    LLVMValueRef x = load_at(gen, st, in, add(gen, mul(gen, q.index, sq), p.index));
+    if (from_bf16)
+      x = cpu_bf16_widen(gen, x);
     LLVMBuildStore(gen->builder, x, cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
     cpu_loop_end(gen, &p);
     cpu_loop_end(gen, &q);
@@ -274,13 +280,13 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
   /* B block (pc.., jc..): B(p, j) at p*sp + j*sq. */
   LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
   LLVMValueRef bsrc = cpu_element(gen, t, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
-  emit_pack(gen, t, bpack, bsrc, kc, nc, bsp, bsq, (int)nr, !tb);
+  emit_pack(gen, t, bpack, bsrc, kc, nc, bsp, bsq, (int)nr, !tb, false);
   step_loop_begin(gen, &ic, m, g.mc);
   LLVMValueRef mc = min64(gen, cpu_i64(gen, g.mc), LLVMBuildSub(b, m, ic.index, ""));
   /* A block (ic.., pc..): A(i, p) at p*sp + i*sq. */
   LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
   LLVMValueRef asrc = cpu_element(gen, t, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
-  emit_pack(gen, t, apack, asrc, kc, mc, asp, asq, g.mr, ta);
+  emit_pack(gen, t, apack, asrc, kc, mc, asp, asq, g.mr, ta, false);
   step_loop_begin(gen, &jr, nc, nr);
   LLVMValueRef cols = min64(gen, cpu_i64(gen, nr), LLVMBuildSub(b, nc, jr.index, ""));
   LLVMValueRef bsliver = cpu_element(gen, t, bpack, mul(gen, jr.index, kc));
@@ -318,10 +324,102 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
   return fn;
 }
 
+/* void gemm_bf16(i16 *c, i16 *a, i16 *b, i64 m, ... ldc): the same product
+ * over bf16 operands, accumulated in f32 and rounded once into C. The
+ * loops run jc, ic, pc (k innermost of the blocks), so the MC x NC block of
+ * C sums all of k in an f32 block in thread scratch before it is narrowed;
+ * B is packed again for each row block, which costs 1 / (2 MC) of the
+ * multiply-adds. Packing widens bf16 to f32; the micro-kernel is the f32
+ * one, writing whole tiles into the f32 block (its padding rows and
+ * columns are never copied out). */
+static LLVMValueRef emit_gemm_bf16(CpuGen *gen, bool ta, bool tb) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
+  LLVMTypeRef t = gen->f32;
+  GemmGeometry g = geometry(gen, t);
+  int64_t nr = (int64_t)g.nv * g.lanes;
+  char name[64];
+  snprintf(name, sizeof name, "tfm_gemm_micro_f32");
+  LLVMValueRef micro = LLVMGetNamedFunction(gen->module, name);
+  if (!micro)
+    micro = emit_micro_kernel(gen, t, &g, name);
+  LLVMTypeRef micro_type = LLVMGlobalGetValueType(micro);
+
+  LLVMTypeRef hp = LLVMPointerType(gen->i16, 0), tp = LLVMPointerType(t, 0);
+  LLVMTypeRef params[9] = {hp, hp, hp, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64};
+  snprintf(name, sizeof name, "tfm_gemm_bf16_%c%c", ta ? 't' : 'n', tb ? 't' : 'n');
+  LLVMValueRef fn = internal_function(gen, name, params, 9);
+  LLVMValueRef c = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bm = LLVMGetParam(fn, 2);
+  LLVMValueRef m = LLVMGetParam(fn, 3), n = LLVMGetParam(fn, 4), k = LLVMGetParam(fn, 5);
+  LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);
+  LLVMValueRef one = cpu_i64(gen, 1);
+
+  LLVMValueRef scratch_fn = declare_scratch(gen);
+  LLVMValueRef bytes = cpu_i64(gen, (g.mc * g.kc + g.kc * g.nc + g.mc * g.nc) * 4);
+  LLVMValueRef scratch = LLVMBuildCall2(b, LLVMGlobalGetValueType(scratch_fn), scratch_fn, &bytes,
+                                        1, "scratch");
+  LLVMValueRef apack = LLVMBuildBitCast(b, scratch, tp, "");
+  LLVMValueRef bpack = cpu_element(gen, t, apack, cpu_i64(gen, g.mc * g.kc));
+  LLVMValueRef cblock = cpu_element(gen, t, bpack, cpu_i64(gen, g.kc * g.nc));
+  LLVMValueRef NC = cpu_i64(gen, g.nc);
+
+  CpuLoop jc, ic, pc, jr, ir, r, j;
+  step_loop_begin(gen, &jc, n, g.nc);
+  LLVMValueRef nc = min64(gen, cpu_i64(gen, g.nc), LLVMBuildSub(b, n, jc.index, ""));
+  step_loop_begin(gen, &ic, m, g.mc);
+  LLVMValueRef mc = min64(gen, cpu_i64(gen, g.mc), LLVMBuildSub(b, m, ic.index, ""));
+  /* At least one k block, so that k = 0 stores zeros. */
+  LLVMValueRef kb_end = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, k, cpu_i64(gen, 0), ""), k,
+                                        one, "");
+  step_loop_begin(gen, &pc, kb_end, g.kc);
+  LLVMValueRef kc = min64(gen, cpu_i64(gen, g.kc), LLVMBuildSub(b, k, pc.index, ""));
+  kc = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, kc, cpu_i64(gen, 0), ""), kc,
+                       cpu_i64(gen, 0), "");
+  LLVMValueRef accumulate = LLVMBuildICmp(b, LLVMIntSGT, pc.index, cpu_i64(gen, 0), "");
+  LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
+  LLVMValueRef bsrc = cpu_element(gen, gen->i16, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
+  emit_pack(gen, t, bpack, bsrc, kc, nc, bsp, bsq, (int)nr, !tb, true);
+  LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
+  LLVMValueRef asrc = cpu_element(gen, gen->i16, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
+  emit_pack(gen, t, apack, asrc, kc, mc, asp, asq, g.mr, ta, true);
+  step_loop_begin(gen, &jr, nc, nr);
+  LLVMValueRef bsliver = cpu_element(gen, t, bpack, mul(gen, jr.index, kc));
+  step_loop_begin(gen, &ir, mc, g.mr);
+  LLVMValueRef asliver = cpu_element(gen, t, apack, mul(gen, ir.index, kc));
+  LLVMValueRef ct = cpu_element(gen, t, cblock, add(gen, mul(gen, ir.index, NC), jr.index));
+  LLVMValueRef call[6] = {kc, asliver, bsliver, ct, NC, accumulate};
+  LLVMBuildCall2(b, micro_type, micro, call, 6, "");
+  step_loop_end(gen, &ir);
+  step_loop_end(gen, &jr);
+  step_loop_end(gen, &pc);
+  /* The block's sums, rounded once. */
+  cpu_loop_begin(gen, &r, cpu_i64(gen, 0), mc);
+  cpu_loop_begin(gen, &j, cpu_i64(gen, 0), nc);
+  LLVMValueRef v = load_at(gen, t, cblock, add(gen, mul(gen, r.index, NC), j.index));
+  LLVMValueRef to = cpu_element(gen, gen->i16, c,
+                                add(gen, mul(gen, add(gen, ic.index, r.index), ldc), add(gen, jc.index, j.index)));
+  cpu_store_value(gen, GRAPH_BF16, v, to);
+  cpu_loop_end(gen, &j);
+  cpu_loop_end(gen, &r);
+  step_loop_end(gen, &ic);
+  step_loop_end(gen, &jc);
+  LLVMBuildRetVoid(b);
+  if (saved)
+    LLVMPositionBuilderAtEnd(b, saved);
+  return fn;
+}
+
 LLVMValueRef cpu_gemm_function(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
   int d = t == gen->f64 ? 1 : 0;
   LLVMValueRef *slot = &gen->gemm[d][ta][tb];
   if (!*slot)
     *slot = emit_gemm(gen, t, ta, tb);
+  return *slot;
+}
+
+LLVMValueRef cpu_gemm_bf16_function(CpuGen *gen, bool ta, bool tb) {
+  LLVMValueRef *slot = &gen->gemm_bf16[ta][tb];
+  if (!*slot)
+    *slot = emit_gemm_bf16(gen, ta, tb);
   return *slot;
 }

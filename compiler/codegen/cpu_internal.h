@@ -14,12 +14,13 @@ typedef struct CpuGen {
   const KernelPlan *plan;
   const Graph *graph;
   const char *prefix;
-  LLVMTypeRef i1, i8, i32, i64, f32, f64, void_type, ptr; /* ptr is i8* */
+  LLVMTypeRef i1, i8, i16, i32, i64, f32, f64, void_type, ptr; /* ptr is i8* */
   LLVMTypeRef range_fn;        /* void (i8*, i64, i64), as tfm_range_fn */
   LLVMValueRef *functions;     /* one per plan function */
   LLVMValueRef *constant_data; /* per node: global of a non-splat constant */
   int vector_bits;             /* of the target's widest float vectors: 512 or 256 */
   LLVMValueRef gemm[2][2][2];  /* [f64][ta][tb]: the module's GEMM functions, made on use */
+  LLVMValueRef gemm_bf16[2][2]; /* [ta][tb]: bf16 operands and C, f32 accumulation */
   const char *gpu_ptx;         /* CpuOptions.gpu_ptx */
   bool gpu_cublas;             /* CpuOptions.gpu_cublas */
   bool gpu_threads;            /* CpuOptions.gpu_threads */
@@ -32,7 +33,19 @@ typedef struct CpuLoop {
   LLVMBasicBlockRef header, exit;
 } CpuLoop;
 
-LLVMTypeRef cpu_type(const CpuGen *gen, GraphDtype dtype); /* storage type */
+/* The type a value of this dtype is computed in (bf16: f32). */
+LLVMTypeRef cpu_type(const CpuGen *gen, GraphDtype dtype);
+/* The type it is stored in (bf16: i16, the high half of an f32). */
+LLVMTypeRef cpu_storage_type(const CpuGen *gen, GraphDtype dtype);
+/* bf16 conversions: widen (exact), round an f32 to the nearest bf16 value
+ * (ties to even, NaN stays NaN) as f32, narrow to the i16 bits so rounded. */
+LLVMValueRef cpu_bf16_widen(CpuGen *gen, LLVMValueRef bits);
+LLVMValueRef cpu_bf16_round(CpuGen *gen, LLVMValueRef x);
+LLVMValueRef cpu_bf16_narrow(CpuGen *gen, LLVMValueRef x);
+/* A load or store of one element of a buffer of this dtype: a value in
+ * cpu_type, memory in cpu_storage_type. */
+LLVMValueRef cpu_load_value(CpuGen *gen, GraphDtype dtype, LLVMValueRef ptr);
+void cpu_store_value(CpuGen *gen, GraphDtype dtype, LLVMValueRef v, LLVMValueRef ptr);
 LLVMValueRef cpu_i64(const CpuGen *gen, int64_t value);
 LLVMValueRef cpu_i32(const CpuGen *gen, int32_t value);
 /* `value` converted as the evaluator stores a double into this dtype. */
@@ -71,6 +84,8 @@ LLVMValueRef cpu_philox_uniform(CpuGen *gen, const GraphNode *node, LLVMValueRef
  * flags, emitted on first use: void (T *c, T *a, T *b, i64 m, i64 n, i64 k,
  * i64 lda, i64 ldb, i64 ldc) computing c = op(a) op(b), row-major. */
 LLVMValueRef cpu_gemm_function(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb);
+/* The same for bf16 (i16) a, b and c, summed in f32 and rounded once. */
+LLVMValueRef cpu_gemm_bf16_function(CpuGen *gen, bool ta, bool tb);
 
 void cpu_emit_loop_kernel(CpuGen *gen, int function, const Kernel *kernel);
 

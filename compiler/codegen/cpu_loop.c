@@ -212,9 +212,10 @@ static LLVMValueRef load_buffer(Emitter *e, GraphId id, Index *at) {
   int buffer = plan->buffer_of[id];
   for (int i = 0; i < e->kernel->num_args; i++)
     if (e->kernel->args[i] == buffer) {
-      LLVMTypeRef t = cpu_type(e->gen, node_of(e, id)->dtype);
+      GraphDtype dtype = node_of(e, id)->dtype;
+      LLVMTypeRef t = cpu_storage_type(e->gen, dtype);
       LLVMValueRef ptr = cpu_element(e->gen, t, e->args[i], linear_of(e, at));
-      return LLVMBuildLoad2(e->b, t, ptr, "");
+      return cpu_load_value(e->gen, dtype, ptr);
     }
   abort(); /* kernel formation lists every buffer a kernel reads */
 }
@@ -516,6 +517,26 @@ static LLVMValueRef compute(Emitter *e, GraphId id, Index *at) {
   }
 }
 
+/* A bf16 node's value is a bf16 value (as in the evaluator): computed in
+ * f32, then rounded. Movement ops, select and gather pass bf16 values
+ * through and constants are rounded when emitted, so they need none. */
+static bool rounds_to_bf16(const GraphNode *n) {
+  if (n->dtype != GRAPH_BF16)
+    return false;
+  switch (n->op) {
+  case GRAPH_OP_RESHAPE:
+  case GRAPH_OP_PERMUTE:
+  case GRAPH_OP_BROADCAST:
+  case GRAPH_OP_SLICE:
+  case GRAPH_OP_PAD:
+  case GRAPH_OP_CONCAT:
+  case GRAPH_OP_GATHER:
+  case GRAPH_OP_SELECT:
+  case GRAPH_OP_CONSTANT: return false;
+  default: return true;
+  }
+}
+
 static LLVMValueRef emit(Emitter *e, GraphId id, Index *at) {
   const KernelPlan *plan = e->gen->plan;
   KernelPlacement p = plan->placement[id];
@@ -528,6 +549,8 @@ static LLVMValueRef emit(Emitter *e, GraphId id, Index *at) {
   if (v)
     return v;
   v = compute(e, id, at);
+  if (rounds_to_bf16(node_of(e, id)))
+    v = cpu_bf16_round(e->gen, v);
   remember(e, id, at->id, v);
   return v;
 }
@@ -559,6 +582,8 @@ static void hoist_reductions(Emitter *e, const Index *row) {
     }
     e->hoisted[i] = e->split ? emit_shared_reduction(e, h->node, &at, i)
                              : emit_reduction(e, h->node, &at);
+    if (rounds_to_bf16(node_of(e, h->node)))
+      e->hoisted[i] = cpu_bf16_round(e->gen, e->hoisted[i]);
   }
 }
 
@@ -583,14 +608,18 @@ static bool is_column_reduction(const Emitter *e) {
   return true;
 }
 
-static void emit_column_reduction(Emitter *e, LLVMValueRef begin, LLVMValueRef end) {
+/* Accumulates columns [begin, end) of the root into `acc` (f32 or f64
+ * slots, acc[j - base] for column j). */
+static void emit_column_sums(Emitter *e, LLVMValueRef acc, LLVMValueRef base, LLVMValueRef begin,
+                             LLVMValueRef end) {
   CpuGen *gen = e->gen;
   const GraphNode *n = node_of(e, e->kernel->root), *x = node_of(e, n->inputs[0]);
   LLVMTypeRef t = cpu_type(gen, n->dtype);
   int last = n->shape.rank - 1;
   CpuLoop j;
   cpu_loop_begin(gen, &j, begin, end);
-  LLVMBuildStore(e->b, reduction_init(e, n), cpu_element(gen, t, e->args[0], j.index));
+  LLVMBuildStore(e->b, reduction_init(e, n),
+                 cpu_element(gen, t, acc, LLVMBuildSub(e->b, j.index, base, "")));
   cpu_loop_end(gen, &j);
   CpuLoop rows[GRAPH_MAX_RANK];
   LLVMValueRef axis[GRAPH_MAX_RANK];
@@ -608,12 +637,44 @@ static void emit_column_reduction(Emitter *e, LLVMValueRef begin, LLVMValueRef e
   memcpy(in.axis, axis, sizeof(LLVMValueRef) * (size_t)last);
   in.axis[last] = j.index;
   LLVMValueRef v = emit(e, n->inputs[0], &in);
-  LLVMValueRef slot = cpu_element(gen, t, e->args[0], j.index);
+  LLVMValueRef slot = cpu_element(gen, t, acc, LLVMBuildSub(e->b, j.index, base, ""));
   LLVMBuildStore(e->b, reduction_step(e, n, LLVMBuildLoad2(e->b, t, slot, ""), v), slot);
   e->memo_count = mark;
   cpu_loop_end(gen, &j);
   while (num_rows > 0)
     cpu_loop_end(gen, &rows[--num_rows]);
+}
+
+/* The output holds the accumulators, except in bf16: there each stretch of
+ * BF16_COLUMNS columns sums into f32 slots on the stack and is rounded
+ * once at the end, so accumulation stays f32. */
+#define BF16_COLUMNS 256
+static void emit_column_reduction(Emitter *e, LLVMValueRef begin, LLVMValueRef end) {
+  CpuGen *gen = e->gen;
+  const GraphNode *n = node_of(e, e->kernel->root);
+  if (n->dtype != GRAPH_BF16) {
+    emit_column_sums(e, e->args[0], cpu_i64(gen, 0), begin, end);
+    return;
+  }
+  LLVMBuilderRef b = e->b;
+  LLVMValueRef acc = cpu_entry_alloca(gen, LLVMArrayType(gen->f32, BF16_COLUMNS), "columns");
+  acc = LLVMBuildBitCast(b, acc, LLVMPointerType(gen->f32, 0), "");
+  LLVMValueRef width = cpu_i64(gen, BF16_COLUMNS);
+  LLVMValueRef count = LLVMBuildSDiv(
+      b, LLVMBuildAdd(b, LLVMBuildSub(b, end, begin, ""), cpu_i64(gen, BF16_COLUMNS - 1), ""),
+      width, "");
+  CpuLoop c, j;
+  cpu_loop_begin(gen, &c, cpu_i64(gen, 0), count);
+  LLVMValueRef c0 = LLVMBuildAdd(b, begin, LLVMBuildMul(b, c.index, width, ""), "");
+  LLVMValueRef c1 = LLVMBuildAdd(b, c0, width, "");
+  c1 = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, c1, end, ""), c1, end, "");
+  emit_column_sums(e, acc, c0, c0, c1);
+  cpu_loop_begin(gen, &j, c0, c1);
+  LLVMValueRef v = LLVMBuildLoad2(
+      b, gen->f32, cpu_element(gen, gen->f32, acc, LLVMBuildSub(b, j.index, c0, "")), "");
+  cpu_store_value(gen, GRAPH_BF16, v, cpu_element(gen, gen->i16, e->args[0], j.index));
+  cpu_loop_end(gen, &j);
+  cpu_loop_end(gen, &c);
 }
 
 /* Row by row over the outer axes: the row's hoisted reductions, then the
@@ -633,8 +694,9 @@ static void emit_rows(Emitter *e, LLVMValueRef begin, LLVMValueRef end) {
     at.axis[d] = inner[d].index;
   }
   LLVMValueRef v = emit(e, k->root, &at);
-  LLVMTypeRef t = cpu_type(gen, graph_node(gen->graph, k->root)->dtype);
-  LLVMBuildStore(gen->builder, v, cpu_element(gen, t, e->args[0], linear_of(e, &at)));
+  GraphDtype dtype = graph_node(gen->graph, k->root)->dtype;
+  LLVMTypeRef t = cpu_storage_type(gen, dtype);
+  cpu_store_value(gen, dtype, v, cpu_element(gen, t, e->args[0], linear_of(e, &at)));
   for (int d = shape->rank - 1; d >= k->outer_axes; d--)
     cpu_loop_end(gen, &inner[d]);
   cpu_loop_end(gen, &rows);
@@ -652,7 +714,7 @@ static void emit_split_rows(Emitter *e, LLVMValueRef item) {
   const Kernel *k = e->kernel;
   const GraphNode *root = graph_node(gen->graph, k->root);
   const GraphShape *shape = &root->shape;
-  LLVMTypeRef t = cpu_type(gen, root->dtype);
+  LLVMTypeRef t = cpu_storage_type(gen, root->dtype);
   int64_t threads = e->split->threads, inner = 1;
   for (int d = k->outer_axes; d < shape->rank; d++)
     inner *= shape->dims[d];
@@ -671,7 +733,7 @@ static void emit_split_rows(Emitter *e, LLVMValueRef item) {
     LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(gen->context, fn, "stored");
     LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, e->tid, cpu_i64(gen, 0), ""), store, done);
     LLVMPositionBuilderAtEnd(b, store);
-    LLVMBuildStore(b, v, slot);
+    cpu_store_value(gen, root->dtype, v, slot);
     LLVMBuildBr(b, done);
     LLVMPositionBuilderAtEnd(b, done);
     return;
@@ -695,7 +757,7 @@ static void emit_split_rows(Emitter *e, LLVMValueRef item) {
     stride *= dim;
   }
   LLVMValueRef v = emit(e, k->root, &at);
-  LLVMBuildStore(b, v, cpu_element(gen, t, e->args[0], linear_of(e, &at)));
+  cpu_store_value(gen, root->dtype, v, cpu_element(gen, t, e->args[0], linear_of(e, &at)));
   cpu_loop_end(gen, &step);
 }
 
@@ -710,7 +772,7 @@ static void emit_loop_kernel(CpuGen *gen, int function, const Kernel *k,
   for (int i = 0; i < k->num_args; i++)
     e.args[i] = cpu_kernel_arg(
         gen, LLVMGetParam(fn, 0), i,
-        cpu_type(gen, graph_node(gen->graph, gen->plan->buffers[k->args[i]].node)->dtype));
+        cpu_storage_type(gen, graph_node(gen->graph, gen->plan->buffers[k->args[i]].node)->dtype));
   if (split && split->over_range) {
     CpuLoop item;
     cpu_loop_begin(gen, &item, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));

@@ -72,8 +72,12 @@ static const char *const ROLE_WORD[] = {"input", "param", "state", "output"};
 static const char *const ROLE_ENUM[] = {"TFM_ROLE_INPUT", "TFM_ROLE_PARAM", "TFM_ROLE_STATE",
                                         "TFM_ROLE_OUTPUT"};
 
+/* bf16 is its 16 bits (the high half of an f32). */
 static const char *c_type(GraphDtype storage) {
-  return storage == GRAPH_F64 ? "double" : storage == GRAPH_I32 ? "int32_t" : "float";
+  return storage == GRAPH_F64    ? "double"
+         : storage == GRAPH_I32  ? "int32_t"
+         : storage == GRAPH_BF16 ? "uint16_t"
+                                 : "float";
 }
 
 /* MODEL_GRAPH_NAME with every character that cannot be in a C name as '_',

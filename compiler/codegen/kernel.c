@@ -42,11 +42,11 @@ typedef struct Planner {
 } Planner;
 
 
-GraphDtype kernel_storage_dtype(GraphDtype dtype) {
-  return dtype == GRAPH_BF16 ? GRAPH_F32 : dtype;
-}
+GraphDtype kernel_storage_dtype(GraphDtype dtype) { return dtype; }
 
-int64_t kernel_storage_size(GraphDtype dtype) { return dtype == GRAPH_F64 ? 8 : 4; }
+int64_t kernel_storage_size(GraphDtype dtype) {
+  return dtype == GRAPH_F64 ? 8 : dtype == GRAPH_BF16 ? 2 : 4;
+}
 
 static bool is_leaf(GraphOp op) {
   return op == GRAPH_OP_INPUT || op == GRAPH_OP_PARAM || op == GRAPH_OP_STATE;
@@ -474,6 +474,16 @@ KernelPlan *kernel_plan_build(const Graph *g, char *err, size_t err_size) {
     mark_live(&p);
     ok = index_consumers(&p);
   }
+  /* A bf16 scatter_add would accumulate in its bf16 output; autodiff
+   * scatters in f32 (the gather VJP), so only a hand-built graph has one. */
+  for (GraphId id = 0; ok && id < count; id++)
+    if (graph_node(g, id)->op == GRAPH_OP_SCATTER_ADD && graph_node(g, id)->dtype == GRAPH_BF16) {
+      planner_release(&p);
+      kernel_plan_free(plan);
+      errbuf_set(err, err_size, "kernel formation: scatter_add of bf16 is not supported "
+                                "(cast its updates to f32)");
+      return NULL;
+    }
   for (GraphId id = count - 1; ok && id >= 0; id--) {
     ok = decide(&p, id);
     free_paths_after(&p, id);

@@ -63,7 +63,7 @@ typedef struct KernelHoisted {
 
 typedef struct KernelBuffer {
   GraphId node;       /* the materialised node */
-  GraphDtype storage; /* f32, f64 or i32 */
+  GraphDtype storage; /* f32, f64, i32 or bf16 (2 bytes) */
   int64_t bytes;
   KernelRegion region;
   int64_t offset;   /* into the region, 64-byte aligned */
@@ -120,7 +120,8 @@ const char *kernel_kind_name(KernelKind kind);
 int64_t kernel_flops(const KernelPlan *plan, int kernel);
 int64_t kernel_bytes(const KernelPlan *plan, int kernel);
 
-/* Storage type of a dtype (bf16 is computed and stored as f32). */
+/* Storage type of a dtype: the dtype itself. bf16 is stored in 2 bytes
+ * and computed in f32 (loads widen, stores round to nearest even). */
 GraphDtype kernel_storage_dtype(GraphDtype dtype);
 int64_t kernel_storage_size(GraphDtype dtype);
 

@@ -1,7 +1,9 @@
 /* Contractions on the GPU. f32 dots are tiled tensor-core kernels
  * (mma.m16n8k8 on tf32, see ptx_dot_tile.h): their products are rounded to
  * tf32 (10 mantissa bits), so they differ from the CPU by up to about 2^-10
- * of sum |a||b| (docs/internals.md). f64 dots (tf32 would lose their
+ * of sum |a||b| (docs/internals.md). bf16 dots are the same kernel with
+ * mma.m16n8k16 on bf16 tiles: the operands are bf16 already, products and
+ * sums f32, C rounded once to bf16, as on the CPU. f64 dots (tf32 would lose their
  * precision) and integer dots keep one thread per element of C:
  * neighbouring threads take neighbouring columns j, so their reads of B
  * (untransposed) and their writes of C are coalesced; k runs ascending, as
@@ -46,11 +48,13 @@ static LLVMValueRef below(CpuGen *gen, LLVMValueRef a, int64_t bound) {
   return LLVMBuildICmp(gen->builder, LLVMIntULT, a, cpu_i64(gen, bound), "");
 }
 
-/* A shared-memory (addrspace 3) array of `words` i32: tf32 values. */
-static LLVMValueRef shared_array(CpuGen *gen, int function, char which, int64_t words) {
+/* A shared-memory (addrspace 3) array of `count` elements: i32 (tf32
+ * values) or i16 (bf16). */
+static LLVMValueRef shared_array(CpuGen *gen, int function, char which, LLVMTypeRef element,
+                                 int64_t count) {
   char name[64];
   snprintf(name, sizeof name, "dot%d_%c", function, which);
-  LLVMTypeRef type = LLVMArrayType(gen->i32, (unsigned)words);
+  LLVMTypeRef type = LLVMArrayType(element, (unsigned)count);
   LLVMValueRef g = LLVMAddGlobalInAddressSpace(gen->module, type, name, 3);
   LLVMSetInitializer(g, LLVMGetUndef(type));
   LLVMSetLinkage(g, LLVMInternalLinkage);
@@ -74,7 +78,16 @@ static LLVMValueRef guarded_tf32(CpuGen *gen, LLVMValueRef base, LLVMValueRef in
   return cpu_intrinsic(gen, "llvm.nvvm.f2tf32.rna", NULL, 0, &v, 1);
 }
 
+/* Element `index` of a bf16 buffer (i16 bits), or +0 where `ok` is false. */
+static LLVMValueRef guarded_bf16(CpuGen *gen, LLVMValueRef base, LLVMValueRef index,
+                                 LLVMValueRef ok) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef v = load(gen, gen->i16, base, LLVMBuildSelect(b, ok, index, cpu_i64(gen, 0), ""));
+  return LLVMBuildSelect(b, ok, v, LLVMConstInt(gen->i16, 0, false), "");
+}
+
 typedef struct DotTile {
+  bool bf16;                      /* mma.m16n8k16 on bf16 tiles, else m16n8k8 on tf32 */
   LLVMValueRef a, b, c;           /* global buffers */
   LLVMValueRef a_base, b_base;    /* the batch's offsets into A and B */
   LLVMValueRef row0, col0, p0;    /* the tile's origin in C, the step's in k */
@@ -95,6 +108,12 @@ static void stage(CpuGen *gen, const DotTile *t) {
     LLVMValueRef gi = add(gen, t->row0, r), gp = add(gen, t->p0, kk);
     LLVMValueRef ok = LLVMBuildAnd(gen->builder, below(gen, gi, t->m), below(gen, gp, t->k), "");
     LLVMValueRef index = t->ta ? add(gen, mul(gen, gp, t->m), gi) : add(gen, mul(gen, gi, t->k), gp);
+    if (t->bf16) {
+      LLVMValueRef v = guarded_bf16(gen, t->a, add(gen, t->a_base, index), ok);
+      LLVMBuildStore(gen->builder, v,
+                     shared_element(gen, t->as, add(gen, mul(gen, r, PTX_DOT16_AS_STRIDE), kk)));
+      continue;
+    }
     LLVMValueRef v = guarded_tf32(gen, t->a, add(gen, t->a_base, index), ok);
     LLVMBuildStore(gen->builder, v,
                    shared_element(gen, t->as, add(gen, mul(gen, r, PTX_DOT_AS_STRIDE), kk)));
@@ -107,6 +126,12 @@ static void stage(CpuGen *gen, const DotTile *t) {
     LLVMValueRef gj = add(gen, t->col0, c), gp = add(gen, t->p0, kk);
     LLVMValueRef ok = LLVMBuildAnd(gen->builder, below(gen, gj, t->n), below(gen, gp, t->k), "");
     LLVMValueRef index = t->tb ? add(gen, mul(gen, gj, t->k), gp) : add(gen, mul(gen, gp, t->n), gj);
+    if (t->bf16) { /* transposed: [BN][BK] */
+      LLVMValueRef v = guarded_bf16(gen, t->b, add(gen, t->b_base, index), ok);
+      LLVMBuildStore(gen->builder, v,
+                     shared_element(gen, t->bs, add(gen, mul(gen, c, PTX_DOT16_BS_STRIDE), kk)));
+      continue;
+    }
     LLVMValueRef v = guarded_tf32(gen, t->b, add(gen, t->b_base, index), ok);
     LLVMBuildStore(gen->builder, v,
                    shared_element(gen, t->bs, add(gen, mul(gen, kk, PTX_DOT_BS_STRIDE), c)));
@@ -120,9 +145,57 @@ static LLVMValueRef shared_load(CpuGen *gen, LLVMValueRef array, LLVMValueRef i)
   return LLVMBuildLoad2(gen->builder, gen->i32, shared_element(gen, array, i), "");
 }
 
+/* The 32-bit word at bf16 element i (even) of an i16 shared array: the
+ * two bf16 at i and i + 1, i in the low half. */
+static LLVMValueRef shared_word(CpuGen *gen, LLVMValueRef array, LLVMValueRef i) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef p = LLVMBuildBitCast(b, shared_element(gen, array, i),
+                                    LLVMPointerType(gen->i32, 3), "");
+  LLVMValueRef v = LLVMBuildLoad2(b, gen->i32, p, "");
+  LLVMSetAlignment(v, 4);
+  return v;
+}
+
+/* bf16: one mma.m16n8k16 per tile over the staged step (BK = 16). */
+static void multiply_bf16(CpuGen *gen, const DotTile *t,
+                          LLVMValueRef acc[MMA_TILES_M][MMA_TILES_N][4]) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef f32 = LLVMFloatTypeInContext(gen->context);
+  for (int ks = 0; ks < PTX_DOT_BK; ks += PTX_MMA16_K) {
+    LLVMValueRef fa[MMA_TILES_M][4], fb[MMA_TILES_N][2];
+    LLVMValueRef quad2 = mul(gen, t->quad, 2);
+    for (int mi = 0; mi < MMA_TILES_M; mi++)
+      for (int r = 0; r < 4; r++) {
+        LLVMValueRef row =
+            add(gen, t->warp_row, addc(gen, t->group, mi * PTX_MMA_M + ptx_mma16_a_row(2 * r)));
+        LLVMValueRef kk = addc(gen, quad2, ks + ptx_mma16_a_col(2 * r));
+        fa[mi][r] = shared_word(gen, t->as, add(gen, mul(gen, row, PTX_DOT16_AS_STRIDE), kk));
+      }
+    for (int ni = 0; ni < MMA_TILES_N; ni++)
+      for (int r = 0; r < 2; r++) {
+        LLVMValueRef kk = addc(gen, quad2, ks + ptx_mma16_b_row(2 * r));
+        LLVMValueRef c = add(gen, t->warp_col, addc(gen, t->group, ni * PTX_MMA_N));
+        fb[ni][r] = shared_word(gen, t->bs, add(gen, mul(gen, c, PTX_DOT16_BS_STRIDE), kk));
+      }
+    for (int mi = 0; mi < MMA_TILES_M; mi++)
+      for (int ni = 0; ni < MMA_TILES_N; ni++) {
+        LLVMValueRef args[10] = {fa[mi][0], fa[mi][1], fa[mi][2], fa[mi][3], fb[ni][0], fb[ni][1]};
+        for (int i = 0; i < 4; i++)
+          args[6 + i] = LLVMBuildLoad2(b, f32, acc[mi][ni][i], "");
+        LLVMValueRef d = cpu_intrinsic(gen, "llvm.nvvm.mma.m16n8k16.row.col.bf16", NULL, 0, args, 10);
+        for (int i = 0; i < 4; i++)
+          LLVMBuildStore(b, LLVMBuildExtractValue(b, d, (unsigned)i, ""), acc[mi][ni][i]);
+      }
+  }
+}
+
 /* The warp's 2 x 4 mma tiles over the staged k step, accumulating into
  * acc[mi][ni][i] (allocas, which SROA makes registers). */
 static void multiply(CpuGen *gen, const DotTile *t, LLVMValueRef acc[MMA_TILES_M][MMA_TILES_N][4]) {
+  if (t->bf16) {
+    multiply_bf16(gen, t, acc);
+    return;
+  }
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef f32 = LLVMFloatTypeInContext(gen->context);
   for (int ks = 0; ks < PTX_DOT_BK; ks += PTX_MMA_K) {
@@ -162,8 +235,9 @@ static void store_guarded(CpuGen *gen, const DotTile *t, LLVMValueRef c_base, LL
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next");
   LLVMBuildCondBr(b, LLVMBuildAnd(b, below(gen, r, t->m), below(gen, c, t->n), ""), write, next);
   LLVMPositionBuilderAtEnd(b, write);
-  LLVMTypeRef f32 = LLVMFloatTypeInContext(gen->context);
-  LLVMBuildStore(b, v, cpu_element(gen, f32, t->c, add(gen, c_base, add(gen, mul(gen, r, t->n), c))));
+  GraphDtype dt = t->bf16 ? GRAPH_BF16 : GRAPH_F32;
+  LLVMValueRef at = add(gen, c_base, add(gen, mul(gen, r, t->n), c));
+  cpu_store_value(gen, dt, v, cpu_element(gen, cpu_storage_type(gen, dt), t->c, at));
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, next);
 }
@@ -193,8 +267,13 @@ static void emit_tiled(CpuGen *gen, int function, const DotTile *shape, LLVMValu
   t.quad = urem(gen, lane, PTX_MMA_GROUP);
   t.warp_row = mul(gen, udiv(gen, warp, PTX_DOT_WARPS_N), PTX_DOT_WARP_TILE);
   t.warp_col = mul(gen, urem(gen, warp, PTX_DOT_WARPS_N), PTX_DOT_WARP_TILE);
-  t.as = shared_array(gen, function, 'a', PTX_DOT_BM * PTX_DOT_AS_STRIDE);
-  t.bs = shared_array(gen, function, 'b', PTX_DOT_BK * PTX_DOT_BS_STRIDE);
+  if (t.bf16) {
+    t.as = shared_array(gen, function, 'a', gen->i16, PTX_DOT_BM * PTX_DOT16_AS_STRIDE);
+    t.bs = shared_array(gen, function, 'b', gen->i16, PTX_DOT_BN * PTX_DOT16_BS_STRIDE);
+  } else {
+    t.as = shared_array(gen, function, 'a', gen->i32, PTX_DOT_BM * PTX_DOT_AS_STRIDE);
+    t.bs = shared_array(gen, function, 'b', gen->i32, PTX_DOT_BK * PTX_DOT_BS_STRIDE);
+  }
   LLVMValueRef acc[MMA_TILES_M][MMA_TILES_N][4];
   for (int mi = 0; mi < MMA_TILES_M; mi++)
     for (int ni = 0; ni < MMA_TILES_N; ni++)
@@ -225,7 +304,9 @@ static void emit_tiled(CpuGen *gen, int function, const DotTile *shape, LLVMValu
   LLVMBuildRetVoid(b);
 }
 
-bool ptx_dot_tiled(const GraphNode *dot) { return dot->dtype == GRAPH_F32; }
+bool ptx_dot_tiled(const GraphNode *dot) {
+  return dot->dtype == GRAPH_F32 || dot->dtype == GRAPH_BF16;
+}
 
 int64_t ptx_dot_tiled_items(const GraphNode *dot) {
   int r = dot->shape.rank;
@@ -243,17 +324,19 @@ void ptx_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel) {
   int64_t m = node->shape.dims[r - 2], n = node->shape.dims[r - 1];
   bool ta = node->attrs.transpose_a, tb = node->attrs.transpose_b;
   int64_t k = sa->dims[sa->rank - (ta ? 2 : 1)];
-  LLVMTypeRef t = cpu_type(gen, node->dtype);
+  GraphDtype dt = node->dtype;
+  LLVMTypeRef t = cpu_type(gen, dt), st = cpu_storage_type(gen, dt);
   LLVMValueRef fn = cpu_kernel_function(gen, function);
   LLVMValueRef args = LLVMGetParam(fn, 0);
-  LLVMValueRef c = cpu_kernel_arg(gen, args, 0, t);
+  LLVMValueRef c = cpu_kernel_arg(gen, args, 0, st);
   /* Arguments are distinct buffers: a dot of x with itself has one input. */
-  LLVMValueRef a = cpu_kernel_arg(gen, args, 1, t);
-  LLVMValueRef bm = cpu_kernel_arg(gen, args, kernel->num_args > 2 ? 2 : 1, t);
+  LLVMValueRef a = cpu_kernel_arg(gen, args, 1, st);
+  LLVMValueRef bm = cpu_kernel_arg(gen, args, kernel->num_args > 2 ? 2 : 1, st);
   /* The GPU plan run on the CPU (gpu_threads) has no barriers or mma: it
    * keeps one thread an element for every dot (see ptx_thread_plan). */
   if (ptx_dot_tiled(node) && !gen->gpu_threads) {
-    DotTile tile = {.a = a, .b = bm, .c = c, .m = m, .n = n, .k = k, .ta = ta, .tb = tb};
+    DotTile tile = {.bf16 = dt == GRAPH_BF16, .a = a, .b = bm, .c = c, .m = m, .n = n, .k = k,
+                    .ta = ta, .tb = tb};
     emit_tiled(gen, function, &tile, fn, sa->rank > 2 ? m * k : 0, sb->rank > 2 ? k * n : 0);
     return;
   }
@@ -272,10 +355,11 @@ void ptx_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel) {
                        : add(gen, a_base, add(gen, mul(gen, i, k), p.index));
   LLVMValueRef bi = tb ? add(gen, b_base, add(gen, mul(gen, j, k), p.index))
                        : add(gen, b_base, add(gen, mul(gen, p.index, n), j));
-  LLVMValueRef prod = LLVMBuildFMul(b, load(gen, t, a, ai), load(gen, t, bm, bi), "");
+  LLVMValueRef prod = LLVMBuildFMul(b, cpu_load_value(gen, dt, cpu_element(gen, st, a, ai)),
+                                    cpu_load_value(gen, dt, cpu_element(gen, st, bm, bi)), "");
   LLVMBuildStore(b, LLVMBuildFAdd(b, LLVMBuildLoad2(b, t, acc, ""), prod, ""), acc);
   cpu_loop_end(gen, &p);
-  LLVMBuildStore(b, LLVMBuildLoad2(b, t, acc, ""), cpu_element(gen, t, c, item.index));
+  cpu_store_value(gen, dt, LLVMBuildLoad2(b, t, acc, ""), cpu_element(gen, st, c, item.index));
   cpu_loop_end(gen, &item);
   LLVMBuildRetVoid(b);
 }

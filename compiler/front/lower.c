@@ -5,8 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pass.h"
 #include "sema_internal.h"
 #include "train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
 
 Graph *lower_graph;
 
@@ -278,6 +282,7 @@ static double optim_setting(const Value *o, const char *key) {
 }
 
 /* The train block as the IR's TrainConfig. */
+/* `map` (or NULL) takes the trace's node ids to g's (after autocast). */
 static bool build_training(Graph *g, const CheckedModel *m, const GraphId *map) {
   const TrainSpec *ts = &m->train;
   if (!ts->present) {
@@ -300,6 +305,31 @@ static bool build_training(Graph *g, const CheckedModel *m, const GraphId *map) 
   return train_build(g, graph_find_output(g, "loss"), &c);
 }
 
+/* Replaces g by pass(g) unless g has failed, composing *map (NULL: the
+ * identity) with the pass's id map; a failure is recorded in g. */
+static Graph *run_mapped_pass(Graph *g,
+                              Graph *(*pass)(const Graph *, GraphId *, char *, size_t),
+                              const char *what, GraphId **map) {
+  if (graph_error(g)) return g;
+  int n = graph_count(g);
+  GraphId *step = malloc(sizeof(GraphId) * (size_t)(n ? n : 1));
+  char err[256];
+  Graph *next = step ? pass(g, step, err, sizeof err) : NULL;
+  if (!next) {
+    graph_fail(g, "%s: %s", what, step ? err : "out of memory");
+    free(step);
+    return g;
+  }
+  graph_free(g);
+  if (*map) {
+    for (int i = 0; i < n; i++) (*map)[i] = step[(*map)[i]];
+    free(step);
+  } else {
+    *map = step;
+  }
+  return next;
+}
+
 Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model) {
   FrontOptions o = *opt;
   o.training = opt->training || train;
@@ -312,20 +342,15 @@ Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model) {
     graph_free(g);
     return NULL;
   }
-  /* Attention is fused before autodiff, so that its VJP (not the
-   * primitives') makes the backward pass: nothing [..., T, S] is kept. The
-   * lr node is the only id held across the pass. */
+  /* Before autodiff, so that the backward pass follows: attention is fused
+   * (its VJP, not the primitives', makes the backward pass, and nothing
+   * [..., T, S] is kept), then --dtype bf16 makes the activations bf16
+   * (after fusion, whose pattern is the f32 chain as lowered). The lr node
+   * is the only id held across the passes: `map` takes the trace's ids to
+   * g's. */
   GraphId *map = NULL;
-  if (!graph_error(g) && !opt->unfused_attention) {
-    char err[256];
-    map = malloc(sizeof(GraphId) * (size_t)(graph_count(g) ? graph_count(g) : 1));
-    Graph *fused = map ? pass_attention(g, map, err, sizeof err) : NULL;
-    if (!fused) graph_fail(g, "pass_attention: %s", map ? err : "out of memory");
-    else {
-      graph_free(g);
-      g = fused;
-    }
-  }
+  if (!opt->unfused_attention) g = run_mapped_pass(g, pass_attention, "pass_attention", &map);
+  if (o.bf16) g = run_mapped_pass(g, pass_autocast_bf16, "--dtype bf16", &map);
   /* The checker accepted the program, so an IR error is a bug of ours. */
   if (!graph_error(g) && train) build_training(g, m, map);
   free(map);

@@ -15,6 +15,7 @@ typedef struct FrontOptions {
   PtrVec include_dirs;    /* -I DIR, searched by import after the file's own folder */
   int training;           /* value of the built-in `training` (checks use 1) */
   int unfused_attention;  /* lower_model: keep attention as primitives (no pass_attention) */
+  int bf16;               /* --dtype bf16: lower_model runs pass_autocast_bf16 */
 } FrontOptions;
 
 typedef struct ConfigEntry {

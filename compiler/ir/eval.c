@@ -1,6 +1,7 @@
 /* The evaluator driver: one buffer per node, nodes run in id order. */
 #include "eval.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,8 +74,23 @@ void eval_free(EvalValues *v) {
   free(v);
 }
 
+float eval_bf16_round(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u)
+    u = (u & 0xffff0000u) | 0x00400000u;
+  else
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
 void eval_node(const GraphNode *node, const EvalTensor *inputs, EvalTensor *out) {
   references[node->op](node, inputs, out);
+  if (node->dtype == GRAPH_BF16 && out->dtype == GRAPH_F32) {
+    float *data = out->data;
+    for (int64_t i = 0; i < out->numel; i++) data[i] = eval_bf16_round(data[i]);
+  }
 }
 
 void eval_run(EvalValues *v) {

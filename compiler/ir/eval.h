@@ -1,7 +1,11 @@
 /* The reference evaluator: runs a graph node by node with the reference
  * implementations of ops.def. It is the oracle for gradient checks and for
  * compiled kernels. Every float node (f32, f64, bf16) is computed in one
- * chosen precision, f32 or f64; i32 nodes stay i32. */
+ * chosen precision, f32 or f64; i32 nodes stay i32. In f32 precision a
+ * bf16 node is computed in f32 and its result rounded to bf16 (nearest,
+ * ties to even), as compiled kernels do: its values are bf16 values held
+ * in f32, so every consumer reads what a kernel would load. In f64 (the
+ * gradient checks) bf16 nodes are not rounded. */
 #ifndef TFM_EVAL_H
 #define TFM_EVAL_H
 
@@ -44,8 +48,13 @@ void eval_tensor_release(EvalTensor *t);
 double eval_tensor_get(const EvalTensor *t, int64_t index);
 void eval_tensor_set(EvalTensor *t, int64_t index, double value);
 
+/* x rounded to the nearest bf16 value (ties to even; a NaN stays a NaN,
+ * quiet, with its sign; an overflow becomes infinity), as an f32. */
+float eval_bf16_round(float x);
+
 /* Runs the reference implementation of `node` on inputs already computed
- * (one per node input) into `out` (allocated with the node's shape). */
+ * (one per node input) into `out` (allocated with the node's shape). A
+ * bf16 node with an f32 `out` is rounded to bf16. */
 void eval_node(const GraphNode *node, const EvalTensor *inputs, EvalTensor *out);
 
 #endif

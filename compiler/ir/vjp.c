@@ -319,7 +319,12 @@ void autodiff_vjp_gather(AutodiffContext *ctx, const GraphNode *node, GraphId se
   (void)self;
   Graph *g = autodiff_graph(ctx);
   int64_t rows = shape_of(g, node->inputs[0]).dims[0];
-  dx[0] = graph_scatter_add(g, grad, node->inputs[1], rows);
+  /* A bf16 table's gradient sums its rows' updates in f32, then rounds. */
+  if (graph_node(g, grad)->dtype == GRAPH_BF16)
+    dx[0] = graph_cast(g, graph_scatter_add(g, graph_cast(g, grad, GRAPH_F32), node->inputs[1], rows),
+                       GRAPH_BF16);
+  else
+    dx[0] = graph_scatter_add(g, grad, node->inputs[1], rows);
 }
 
 void autodiff_vjp_scatter_add(AutodiffContext *ctx, const GraphNode *node, GraphId self,

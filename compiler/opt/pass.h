@@ -26,7 +26,21 @@ Graph *pass_dce(const Graph *in, char *err, size_t err_size);
  * NULL it receives the new id of every node of `in` (graph_count(in)
  * entries), for callers that hold node ids across the pass. */
 Graph *pass_attention(const Graph *in, GraphId *map, char *err, size_t err_size);
-/* fold, simplify, CSE, DCE in that order (what tfmc compiles). */
+/* --dtype bf16 (autocast.c, which says which nodes become bf16): run on a
+ * forward graph before autodiff. map (graph_count(in) entries) receives
+ * in id -> out id. Float leaves, reductions and what is computed from
+ * them alone stay f32, other float intermediates become bf16, bf16
+ * outputs are cast back to their f32. */
+Graph *pass_autocast_bf16(const Graph *in, GraphId *map, char *err, size_t err_size);
+/* bf16 chains (autocast.c): a chain of bf16 elementwise ops whose links
+ * each have one use, by the next, is computed in f32 and rounded once at
+ * its end, as a fused kernel computes when bf16 is only the format of what
+ * it stores; values that are stored stay bf16. A no-op on graphs without
+ * bf16. Runs last in pass_standard: after it, CSE would merge the widening
+ * casts it makes, and one cast read by two kernels is stored as f32. */
+Graph *pass_bf16_chains(const Graph *in, char *err, size_t err_size);
+/* fold, simplify, CSE, DCE in that order, then bf16 chains (what tfmc
+ * compiles). */
 Graph *pass_standard(const Graph *in, char *err, size_t err_size);
 
 #endif

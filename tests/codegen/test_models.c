@@ -22,6 +22,7 @@
  * to tie the compiled code to the model itself and not only to the
  * optimised graph. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +39,43 @@ typedef struct ModelCase {
   const char *label, *file;
   const char *const *defines; /* NULL-terminated "name=value" */
   int64_t vocab;              /* token ids are drawn from [0, vocab) */
+  bool bf16;                  /* lowered with --dtype bf16 */
 } ModelCase;
+
+/* --dtype bf16 graphs: compiled and evaluator round every bf16 value at the
+ * same points, so they agree exactly unless an f32 result that the two
+ * compute one f32 ulp apart (the GEMM's fused multiply-adds, the inline
+ * exp) lies next to a bf16 rounding boundary: then the two round one bf16
+ * ulp (2^-8) apart, with a chance of about 2^-15 per element, and that one
+ * element moves its tensor's 2-norm by far less than 1e-3. An evaluator
+ * that did not round (bf16 computed as f32) is about 2^-9 away on every
+ * element and fails.
+ *
+ * The lowered and the optimised graph do not round at the same points:
+ * pass_bf16_chains (the last of pass_standard) rounds once per chain of
+ * single-use elementwise ops, and CSE, by merging nodes, changes which
+ * chains there are. So for bf16 the lowered graph is taken through
+ * pass_cse and pass_bf16_chains too, and a tensor the two evaluations do not agree on to
+ * 1e-4 must agree within CG_ROUNDING_FACTOR times what rounding does to it
+ * (the larger of each graph's f32 evaluation's distance from its f64 one,
+ * where bf16 nodes are not rounded): two placements of bf16 roundings are
+ * each about that far from exact. After a training step that includes the
+ * biases whose gradient is zero in exact arithmetic (see above): Adam turns
+ * each placement's rounding noise into steps of about lr. The lowered
+ * graph is merged by CSE before pass_bf16_chains, so most chains are the
+ * same. */
+#define TOLERANCE_BF16 1e-3
+
+/* |a - b|_2 / max(|b|_2, 1e-3 sqrt(n)), whatever their storage. */
+static double distance(const EvalTensor *a, const EvalTensor *b) {
+  double diff = 0, scale = 0;
+  for (int64_t i = 0; i < b->numel; i++) {
+    double x = eval_tensor_get(a, i), y = eval_tensor_get(b, i);
+    diff += (x - y) * (x - y);
+    scale += y * y;
+  }
+  return sqrt(diff) / fmax(sqrt(scale), 1e-3 * sqrt((double)b->numel));
+}
 
 static double seconds(void) {
   struct timespec t;
@@ -94,7 +131,7 @@ static bool fill_leaves(const Graph *g, EvalValues *v, const Graph *init, EvalVa
 /* a and b hold the values of graphs with the same interface: node a_id of a
  * against node b_id of b. */
 static bool agree(const char *label, const char *what, EvalValues *a, GraphId a_id, EvalValues *b,
-                  GraphId b_id, double *worst) {
+                  GraphId b_id, EvalValues *a_exact, EvalValues *b_exact, double *worst) {
   if (!CG_CHECK(b_id != GRAPH_NONE))
     return false;
   EvalTensor *ta = eval_tensor(a, a_id), *tb = eval_tensor(b, b_id);
@@ -102,6 +139,15 @@ static bool agree(const char *label, const char *what, EvalValues *a, GraphId a_
   *worst = e > *worst ? e : *worst;
   if (e <= TOLERANCE)
     return true;
+  if (a_exact) {
+    double own = fmax(distance(ta, eval_tensor(a_exact, a_id)),
+                      distance(tb, eval_tensor(b_exact, b_id)));
+    if (e <= CG_ROUNDING_FACTOR * own)
+      return true;
+    fprintf(stderr, "%s: %s: the lowered and the optimised graph differ by %.3g in the 2-norm "
+            "(bf16 rounding alone: %.3g)\n", label, what, e, own);
+    return CG_CHECK(false);
+  }
   fprintf(stderr, "%s: %s: the lowered and the optimised graph differ by %.3g in the 2-norm\n",
           label, what, e);
   return CG_CHECK(false);
@@ -109,20 +155,27 @@ static bool agree(const char *label, const char *what, EvalValues *a, GraphId a_
 
 /* The evaluator on the lowered graph (raw) agrees with opt_ref, which
  * cg_run left holding one step's outputs and the updated leaves. */
-static void check_passes(const char *label, const Graph *raw, EvalValues *raw_ref, const Graph *opt,
-                         EvalValues *opt_ref) {
+static void check_passes(const char *label, const Graph *raw, EvalValues *raw_ref,
+                         EvalValues *raw_exact, const Graph *opt, EvalValues *opt_ref,
+                         EvalValues *opt_exact) {
   double worst = 0;
   bool ok = true;
   eval_run(raw_ref);
+  if (raw_exact)
+    eval_run(raw_exact);
   for (int i = 0; i < graph_num_outputs(raw); i++) {
     GraphOutput o = graph_output_at(raw, i);
-    ok &= agree(label, o.name, raw_ref, o.node, opt_ref, graph_find_output(opt, o.name), &worst);
+    ok &= agree(label, o.name, raw_ref, o.node, opt_ref, graph_find_output(opt, o.name), raw_exact,
+                opt_exact, &worst);
   }
   eval_apply_updates(raw_ref);
+  if (raw_exact)
+    eval_apply_updates(raw_exact);
   for (int i = 0; i < graph_num_updates(raw); i++) {
     GraphId target = graph_update_at(raw, i).target;
     const char *name = graph_node(raw, target)->attrs.name;
-    ok &= agree(label, name, raw_ref, target, opt_ref, graph_find_leaf(opt, name), &worst);
+    ok &= agree(label, name, raw_ref, target, opt_ref, graph_find_leaf(opt, name), raw_exact,
+                opt_exact, &worst);
   }
   printf("%s  %s: evaluator, lowered vs optimised graph (largest relative error %.2e)\n",
          ok ? "ok  " : "FAIL", label, worst);
@@ -134,18 +187,28 @@ static void check_model(const ModelCase *mc, int train, const char *what) {
   double start = seconds();
   char label[256], err[512];
   snprintf(label, sizeof label, "%s %s", mc->label, what);
-  FrontOptions fo = {.path = mc->file};
+  FrontOptions fo = {.path = mc->file, .bf16 = mc->bf16};
   for (const char *const *d = mc->defines; *d; d++)
     vec_push(&fo.defines, (void *)*d);
   CheckedModel *m;
   Graph *raw = lower_model(&fo, train, &m);
   Graph *init = NULL, *opt = NULL;
   EvalValues *init_values = NULL, *raw_ref = NULL, *opt_ref = NULL, *opt_f64 = NULL;
+  EvalValues *raw_f64 = NULL;
   if (!CG_CHECK(raw != NULL) || (!train && !CG_CHECK(add_gradients(raw))))
     goto done;
   init = lower_init_graph(m, 0x5eed);
   init_values = eval_new(init, GRAPH_F32);
   eval_run(init_values); /* the "seed" input stays 0 */
+  if (mc->bf16) {
+    Graph *merged = pass_cse(raw, err, sizeof err);
+    Graph *chains = merged ? pass_bf16_chains(merged, err, sizeof err) : NULL;
+    graph_free(merged);
+    if (!CG_CHECK(chains != NULL))
+      goto done;
+    graph_free(raw);
+    raw = chains;
+  }
   opt = pass_standard(raw, err, sizeof err);
   if (!CG_CHECK(opt != NULL)) {
     fprintf(stderr, "%s: pass_standard: %s\n", label, err);
@@ -154,16 +217,21 @@ static void check_model(const ModelCase *mc, int train, const char *what) {
   raw_ref = eval_new(raw, GRAPH_F32);
   opt_ref = eval_new(opt, GRAPH_F32);
   opt_f64 = eval_new(opt, GRAPH_F64);
-  if (!fill_leaves(raw, raw_ref, init, init_values, mc->vocab) ||
+  if (mc->bf16)
+    raw_f64 = eval_new(raw, GRAPH_F64);
+  if ((raw_f64 && !fill_leaves(raw, raw_f64, init, init_values, mc->vocab)) ||
+      !fill_leaves(raw, raw_ref, init, init_values, mc->vocab) ||
       !fill_leaves(opt, opt_ref, init, init_values, mc->vocab) ||
       !fill_leaves(opt, opt_f64, init, init_values, mc->vocab))
     goto done;
-  CgRunOptions options = {.steps = 1, .tolerance = TOLERANCE, .norm = true, .rounding = opt_f64};
+  CgRunOptions options = {.steps = 1, .tolerance = mc->bf16 ? TOLERANCE_BF16 : TOLERANCE,
+                          .norm = true, .rounding = opt_f64};
   cg_run(label, opt, opt_ref, &options);
-  check_passes(label, raw, raw_ref, opt, opt_ref);
+  check_passes(label, raw, raw_ref, raw_f64, opt, opt_ref, mc->bf16 ? opt_f64 : NULL);
   printf("      %s: %d nodes lowered, %d optimised, %d outputs; %.1f s\n", label, graph_count(raw),
          graph_count(opt), graph_num_outputs(opt), seconds() - start);
 done:
+  eval_free(raw_f64);
   eval_free(opt_f64);
   eval_free(opt_ref);
   eval_free(raw_ref);
@@ -189,23 +257,40 @@ static const char *const TRANSFORMER[] = {"vocab=11", "d_model=16", "heads=2", "
 static const char *const NONE[] = {NULL};
 static const char *const STD_LAYER_MODELS[] = {"rnn_cells", "scores", "conv1d", "rnn_decoder", NULL};
 
-/* No argument: the Transformers; "std": the std layer models (two ctests, so
- * that each stays well under 30 s). */
+/* No argument: the Transformers; "std": the std layer models; "bf16": the
+ * Transformers lowered with --dtype bf16 (three ctests, so that each stays
+ * well under 30 s). */
+static int bf16_models(void);
+
 int main(int argc, char **argv) {
-  cg_start(argc > 1 ? "codegen_models std" : "codegen_models");
+  cg_start(argc > 1 ? (!strcmp(argv[1], "bf16") ? "codegen_models bf16" : "codegen_models std")
+                    : "codegen_models");
+  if (argc > 1 && !strcmp(argv[1], "bf16"))
+    return bf16_models();
   if (argc > 1 && !strcmp(argv[1], "std")) {
     for (const char *const *m = STD_LAYER_MODELS; *m; m++) {
       char path[1024];
       snprintf(path, sizeof path, "%s/tests/ir/models/%s.tfm", TFM_SOURCE_DIR, *m);
-      check_model(&(ModelCase){*m, path, NONE, 1}, 0, "gradients");
+      check_model(&(ModelCase){*m, path, NONE, 1, false}, 0, "gradients");
     }
     return cg_finish("codegen_models std");
   }
   const char *gpt = TFM_SOURCE_DIR "/models/gpt.tfm";
   const char *transformer = TFM_SOURCE_DIR "/models/transformer.tfm";
-  check_model(&(ModelCase){"gpt", gpt, GPT, 13}, 0, "gradients");
-  check_model(&(ModelCase){"gpt p_drop=0.1", gpt, GPT_DROPOUT, 13}, 1, "training step");
-  check_model(&(ModelCase){"transformer", transformer, TRANSFORMER, 11}, 0, "gradients");
-  check_model(&(ModelCase){"transformer", transformer, TRANSFORMER, 11}, 1, "training step");
+  check_model(&(ModelCase){"gpt", gpt, GPT, 13, false}, 0, "gradients");
+  check_model(&(ModelCase){"gpt p_drop=0.1", gpt, GPT_DROPOUT, 13, false}, 1, "training step");
+  check_model(&(ModelCase){"transformer", transformer, TRANSFORMER, 11, false}, 0, "gradients");
+  check_model(&(ModelCase){"transformer", transformer, TRANSFORMER, 11, false}, 1, "training step");
   return cg_finish("codegen_models");
+}
+
+static int bf16_models(void) {
+  const char *gpt = TFM_SOURCE_DIR "/models/gpt.tfm";
+  const char *transformer = TFM_SOURCE_DIR "/models/transformer.tfm";
+  check_model(&(ModelCase){"gpt --dtype bf16", gpt, GPT, 13, true}, 0, "gradients");
+  check_model(&(ModelCase){"gpt --dtype bf16 p_drop=0.1", gpt, GPT_DROPOUT, 13, true}, 1,
+              "training step");
+  check_model(&(ModelCase){"transformer --dtype bf16", transformer, TRANSFORMER, 11, true}, 1,
+              "training step");
+  return cg_finish("codegen_models bf16");
 }

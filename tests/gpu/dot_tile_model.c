@@ -7,7 +7,14 @@
  * Sizes are odd (edge tiles in m, n and k), with all four transposes and a
  * batch with a broadcast operand; results are checked against a naive
  * matmul of the tf32-rounded inputs, and against the unrounded one within
- * the tf32 bound docs/internals.md gives. */
+ * the tf32 bound docs/internals.md gives.
+ *
+ * The bf16 kernel (mma.m16n8k16 on bf16 tiles, B staged transposed) is
+ * modelled the same way: staging and fragment formulas from the header,
+ * mma.m16n8k16 simulated from the ISA's table written out here, and the
+ * emitter's reading of each fragment register as one 32-bit word (its two
+ * bf16 neighbours in shared memory) checked; C is compared with a naive
+ * f32-accurate matmul of the bf16 inputs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,6 +51,44 @@ static void mma(float a[32][4], float b[32][2], float c[32][4]) {
   for (int i = 0; i < 16; i++)
     for (int j = 0; j < 8; j++)
       for (int p = 0; p < 8; p++)
+        C[i][j] += A[i][p] * B[p][j];
+  for (int lane = 0; lane < 32; lane++) {
+    int g = lane >> 2, t = lane % 4;
+    c[lane][0] = C[g][2 * t], c[lane][1] = C[g][2 * t + 1];
+    c[lane][2] = C[g + 8][2 * t], c[lane][3] = C[g + 8][2 * t + 1];
+  }
+}
+
+/* bf16 round to nearest even (the inputs here are finite). */
+static float bf16(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+/* mma.m16n8k16.row.col.f32.bf16.bf16.f32 per the PTX ISA's table: A
+ * elements a0..a7 of a lane at rows g (a0, a1, a4, a5) or g + 8 (a2, a3,
+ * a6, a7) and columns 2t + (i & 1), plus 8 for a4..a7; B elements b0..b3
+ * at k = 2t + (i & 1), plus 8 for b2, b3, and n = g; C as for tf32. */
+static void mma16(float a[32][8], float b[32][4], float c[32][4]) {
+  float A[16][16], B[16][8], C[16][8];
+  for (int lane = 0; lane < 32; lane++) {
+    int g = lane >> 2, t = lane % 4;
+    for (int i = 0; i < 8; i++) {
+      int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
+      int col = t * 2 + (i & 1) + (i >= 4 ? 8 : 0);
+      A[row][col] = a[lane][i];
+    }
+    for (int i = 0; i < 4; i++)
+      B[t * 2 + (i & 1) + (i >= 2 ? 8 : 0)][g] = b[lane][i];
+    C[g][2 * t] = c[lane][0], C[g][2 * t + 1] = c[lane][1];
+    C[g + 8][2 * t] = c[lane][2], C[g + 8][2 * t + 1] = c[lane][3];
+  }
+  for (int i = 0; i < 16; i++)
+    for (int j = 0; j < 8; j++)
+      for (int p = 0; p < 16; p++)
         C[i][j] += A[i][p] * B[p][j];
   for (int lane = 0; lane < 32; lane++) {
     int g = lane >> 2, t = lane % 4;
@@ -139,6 +184,94 @@ static void model(const Dot *d, const float *A, const float *B, float *C) {
   }
 }
 
+/* The bf16 kernel, thread by thread: A and B (bf16 values) staged as the
+ * emitter stages them (A [BM][BK], B [BN][BK]), fragments gathered by the
+ * header's formulas, one mma16 per tile and step. */
+static void model16(const Dot *d, const float *A, const float *B, float *C) {
+  static float acc[PTX_DOT_THREADS][TM][TN][4];
+  static float as[PTX_DOT_BM * PTX_DOT16_AS_STRIDE], bs[PTX_DOT_BN * PTX_DOT16_BS_STRIDE];
+  int64_t tiles_n = ptx_dot_tiles(d->n, PTX_DOT_BN), tiles_m = ptx_dot_tiles(d->m, PTX_DOT_BM);
+  int64_t blocks = d->batch * tiles_m * tiles_n;
+  for (int64_t block = 0; block < blocks; block++) {
+    int64_t col0 = block % tiles_n * PTX_DOT_BN, rest = block / tiles_n;
+    int64_t row0 = rest % tiles_m * PTX_DOT_BM, batch = rest / tiles_m;
+    int64_t a_base = batch * d->batch_a, b_base = batch * d->batch_b;
+    memset(acc, 0, sizeof acc);
+    for (int64_t step = 0; step < ptx_dot_tiles(d->k, PTX_DOT_BK); step++) {
+      int64_t p0 = step * PTX_DOT_BK;
+      for (size_t i = 0; i < sizeof as / sizeof *as; i++) as[i] = NAN;
+      for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) bs[i] = NAN;
+      for (int64_t tid = 0; tid < PTX_DOT_THREADS; tid++) {
+        for (int s = 0; s < PTX_DOT_A_STEPS; s++) {
+          int64_t e = tid + (int64_t)s * PTX_DOT_THREADS;
+          int64_t slow = e / ptx_dot_a_inner(d->ta), fast = e % ptx_dot_a_inner(d->ta);
+          int64_t r = d->ta ? fast : slow, kk = d->ta ? slow : fast;
+          int64_t gi = row0 + r, gp = p0 + kk;
+          bool ok = gi < d->m && gp < d->k;
+          int64_t index = a_base + (d->ta ? gp * d->m + gi : gi * d->k + gp);
+          as[r * PTX_DOT16_AS_STRIDE + kk] = ok ? A[index] : 0.0f;
+        }
+        for (int s = 0; s < PTX_DOT_B_STEPS; s++) {
+          int64_t e = tid + (int64_t)s * PTX_DOT_THREADS;
+          int64_t slow = e / ptx_dot_b_inner(d->tb), fast = e % ptx_dot_b_inner(d->tb);
+          int64_t c = d->tb ? slow : fast, kk = d->tb ? fast : slow;
+          int64_t gj = col0 + c, gp = p0 + kk;
+          bool ok = gj < d->n && gp < d->k;
+          int64_t index = b_base + (d->tb ? gj * d->k + gp : gp * d->n + gj);
+          bs[c * PTX_DOT16_BS_STRIDE + kk] = ok ? B[index] : 0.0f;
+        }
+      }
+      for (int64_t warp = 0; warp < PTX_DOT_THREADS / 32; warp++)
+        for (int ks = 0; ks < PTX_DOT_BK; ks += PTX_MMA16_K) {
+          static float fa[TM][32][8], fb[TN][32][4], fc[32][4];
+          for (int64_t lane = 0; lane < 32; lane++) {
+            int64_t group = lane / PTX_MMA_GROUP, quad = lane % PTX_MMA_GROUP;
+            for (int mi = 0; mi < TM; mi++)
+              for (int i = 0; i < 8; i++) {
+                int64_t r = ptx_dot_warp_row(warp) + group + mi * PTX_MMA_M + ptx_mma16_a_row(i);
+                int64_t kk = 2 * quad + ks + ptx_mma16_a_col(i);
+                int64_t at = r * PTX_DOT16_AS_STRIDE + kk;
+                /* The emitter loads elements 2r, 2r + 1 as the word at 2r. */
+                int64_t r0 = ptx_dot_warp_row(warp) + group + mi * PTX_MMA_M + ptx_mma16_a_row(i & ~1);
+                int64_t word = r0 * PTX_DOT16_AS_STRIDE + 2 * quad + ks + ptx_mma16_a_col(i & ~1);
+                if (at != word + (i & 1) || word % 2 != 0) failures++;
+                fa[mi][lane][i] = as[at];
+              }
+            for (int ni = 0; ni < TN; ni++)
+              for (int i = 0; i < 4; i++) {
+                int64_t kk = 2 * quad + ks + ptx_mma16_b_row(i);
+                int64_t c = ptx_dot_warp_col(warp) + group + ni * PTX_MMA_N;
+                int64_t at = c * PTX_DOT16_BS_STRIDE + kk;
+                int64_t word = c * PTX_DOT16_BS_STRIDE + 2 * quad + ks + ptx_mma16_b_row(i & ~1);
+                if (at != word + (i & 1) || word % 2 != 0) failures++;
+                fb[ni][lane][i] = bs[at];
+              }
+          }
+          for (int mi = 0; mi < TM; mi++)
+            for (int ni = 0; ni < TN; ni++) {
+              for (int lane = 0; lane < 32; lane++)
+                memcpy(fc[lane], acc[warp * 32 + lane][mi][ni], sizeof fc[lane]);
+              mma16(fa[mi], fb[ni], fc);
+              for (int lane = 0; lane < 32; lane++)
+                memcpy(acc[warp * 32 + lane][mi][ni], fc[lane], sizeof fc[lane]);
+            }
+        }
+    }
+    for (int64_t tid = 0; tid < PTX_DOT_THREADS; tid++) {
+      int64_t warp = tid / 32, lane = tid % 32;
+      int64_t group = lane / PTX_MMA_GROUP, quad = lane % PTX_MMA_GROUP;
+      for (int mi = 0; mi < TM; mi++)
+        for (int ni = 0; ni < TN; ni++)
+          for (int i = 0; i < 4; i++) {
+            int64_t r = row0 + ptx_dot_warp_row(warp) + group + mi * PTX_MMA_M + ptx_mma_c_row(i);
+            int64_t c = col0 + ptx_dot_warp_col(warp) + quad * 2 + ni * PTX_MMA_N + ptx_mma_c_col(i);
+            if (r < d->m && c < d->n)
+              C[batch * d->m * d->n + r * d->n + c] = acc[tid][mi][ni][i];
+          }
+    }
+  }
+}
+
 static float *values(int64_t count, unsigned *seed) {
   float *v = malloc(sizeof *v * (size_t)(count ? count : 1));
   for (int64_t i = 0; i < count; i++) {
@@ -192,6 +325,48 @@ static void check(Dot d) {
   free(C);
 }
 
+/* The bf16 kernel's f32 C (before its one rounding to bf16) against a
+ * naive sum in double of the same bf16 inputs: only f32 accumulation
+ * differs, 2^-20 of sum |a||b| is ample. */
+static void check16(Dot d) {
+  unsigned seed = (unsigned)(d.m * 71 + d.n * 13 + d.k + d.ta * 2 + d.tb);
+  int64_t na = (d.batch_a ? d.batch : 1) * d.m * d.k, nb = (d.batch_b ? d.batch : 1) * d.k * d.n;
+  float *A = values(na, &seed), *B = values(nb, &seed);
+  for (int64_t i = 0; i < na; i++) A[i] = bf16(A[i]);
+  for (int64_t i = 0; i < nb; i++) B[i] = bf16(B[i]);
+  float *C = malloc(sizeof *C * (size_t)(d.batch * d.m * d.n));
+  for (int64_t i = 0; i < d.batch * d.m * d.n; i++) C[i] = NAN;
+  int before = failures;
+  model16(&d, A, B, C);
+  if (failures != before)
+    printf("FAIL: bf16 %lldx%lldx%lld: a fragment register is not one word of shared memory\n",
+           (long long)d.m, (long long)d.n, (long long)d.k);
+  double worst = 0;
+  for (int64_t b = 0; b < d.batch; b++)
+    for (int64_t i = 0; i < d.m; i++)
+      for (int64_t j = 0; j < d.n; j++) {
+        double exact = 0, magnitude = 0;
+        for (int64_t p = 0; p < d.k; p++) {
+          float a = A[b * d.batch_a + (d.ta ? p * d.m + i : i * d.k + p)];
+          float x = B[b * d.batch_b + (d.tb ? j * d.k + p : p * d.n + j)];
+          exact += (double)a * x;
+          magnitude += fabs((double)a * x);
+        }
+        double got = C[b * d.m * d.n + i * d.n + j];
+        double e = fabs(got - exact) / (magnitude > 0 ? magnitude : 1);
+        if (!(e <= ldexp(1, -20)) && failures++ < 10)
+          printf("FAIL: bf16 %lldx%lldx%lld batch %lld ta %d tb %d: C[%lld][%lld][%lld] = %g, want %g\n",
+                 (long long)d.m, (long long)d.n, (long long)d.k, (long long)d.batch, d.ta, d.tb,
+                 (long long)b, (long long)i, (long long)j, got, exact);
+        if (e > worst || e != e) worst = e;
+      }
+  printf("bf16 %lldx%lldx%lld batch %lld ta %d tb %d: worst error / sum|ab| %.3g\n", (long long)d.m,
+         (long long)d.n, (long long)d.k, (long long)d.batch, d.ta, d.tb, worst);
+  free(A);
+  free(B);
+  free(C);
+}
+
 int main(void) {
   /* m, n, k: single elements, exact tiles, and one past them in each. */
   static const int64_t sizes[][3] = {{1, 1, 1}, {5, 7, 3}, {64, 128, 16}, {65, 129, 17}, {33, 300, 40}};
@@ -206,6 +381,16 @@ int main(void) {
     check((Dot){.batch = 3, .m = 70, .n = 9, .k = 20, .batch_a = 70 * 20, .batch_b = 0,
                 .ta = t & 1, .tb = t >> 1});
   check((Dot){.batch = 2, .m = 3, .n = 130, .k = 5, .batch_a = 0, .batch_b = 5 * 130});
+  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
+    for (int t = 0; t < 4; t++) {
+      int64_t m = sizes[s][0], n = sizes[s][1], k = sizes[s][2];
+      check16((Dot){.batch = 1, .m = m, .n = n, .k = k, .batch_a = m * k, .batch_b = k * n,
+                    .ta = t & 1, .tb = t >> 1});
+    }
+  for (int t = 0; t < 4; t++)
+    check16((Dot){.batch = 3, .m = 70, .n = 9, .k = 20, .batch_a = 70 * 20, .batch_b = 0,
+                  .ta = t & 1, .tb = t >> 1});
+  check16((Dot){.batch = 2, .m = 3, .n = 130, .k = 5, .batch_a = 0, .batch_b = 5 * 130});
   printf("%s: %s\n", "gpu.dot_tile_model", failures ? "FAILED" : "all checks passed");
   return failures != 0;
 }
