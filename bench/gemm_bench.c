@@ -3,7 +3,10 @@
  * loaded as a shared object and run through the runtime's pool; OpenBLAS
  * runs the same product (one cblas_sgemm per batch) on copies of the
  * operands. Runs alternate, medians are printed with GFLOP/s and the ratio.
- * usage: gemm_bench [ROUNDS]   (a benchmark, not a test: see bench/RESULTS.md) */
+ * usage: gemm_bench [ROUNDS [FILTER]]   (a benchmark, not a test: see bench/RESULTS.md);
+ * FILTER runs only the cases whose name contains it. GEMM_BENCH_KEEP=1 keeps the
+ * compiled case libraries in /tmp/tfm_gemm_bench_* so `perf report` can name
+ * their functions. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <dlfcn.h>
@@ -101,7 +104,7 @@ static bool build(const Case *cs, const char *dir, int serial, Graph **graph, Ke
   unlink(object);
   if (ok && !(ours->handle = dlopen(library, RTLD_NOW | RTLD_LOCAL)))
     snprintf(err, sizeof err, "%s", dlerror()), ok = false;
-  unlink(library);
+  if (!getenv("GEMM_BENCH_KEEP")) unlink(library);
   if (ok) {
     ours->run = (RunFn)(uintptr_t)dlsym(ours->handle, "bench_run");
     ok = ours->run && tfm_arena_create(&ours->arena, (size_t)p->persistent_bytes,
@@ -134,8 +137,9 @@ static void blas(const Case *cs, const float *a, const float *b, float *c) {
 
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 5;
-  if (rounds < 1 || rounds > 100) {
-    fprintf(stderr, "usage: gemm_bench [ROUNDS (1..100)]\n");
+  const char *filter = argc > 2 ? argv[2] : "";
+  if (rounds < 1 || rounds > 100 || argc > 3) {
+    fprintf(stderr, "usage: gemm_bench [ROUNDS (1..100) [FILTER]]\n");
     return 2;
   }
   char dir[] = "/tmp/tfm_gemm_bench_XXXXXX";
@@ -149,6 +153,8 @@ int main(int argc, char **argv) {
          "ratio", "max rel");
   for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
     const Case *cs = &cases[ci];
+    if (!strstr(cs->name, filter))
+      continue;
     Graph *g;
     KernelPlan *plan;
     Ours ours = {0};
