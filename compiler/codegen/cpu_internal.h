@@ -74,6 +74,9 @@ LLVMValueRef cpu_gemm_function(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb);
 
 void cpu_emit_loop_kernel(CpuGen *gen, int function, const Kernel *kernel);
 void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);
+/* A CPU dot kernel's range: rows x column blocks of this width (cpu_dot.c). */
+int64_t cpu_dot_column_block(const CpuGen *gen, const Kernel *kernel);
+int64_t cpu_dot_items(const CpuGen *gen, const Kernel *kernel);
 void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel);
 void cpu_emit_entry(CpuGen *gen);
 /* The parts of cpu_emit_entry that a CUDA host module shares. */
