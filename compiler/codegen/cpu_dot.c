@@ -1,7 +1,7 @@
 /* Contraction and scatter kernels over materialised operands. A dot kernel
  * is a thin call into the module's shape-generic GEMM (cpu_gemm.c), which
- * keeps the evaluator's order of accumulation (k ascending); scatter_add
- * sums in index order. */
+ * sums each k block in k order and adds it to C, the same way however the
+ * range is split; scatter_add sums in index order. */
 #include "cpu_internal.h"
 
 typedef struct DotShape {
