@@ -3,9 +3,6 @@
  * loaded as a shared object and run through the runtime's pool; OpenBLAS
  * runs the same product (one cblas_sgemm per batch) on copies of the
  * operands. Runs alternate, medians are printed with GFLOP/s and the ratio.
- * The last cases add an epilogue to the dot and compare it fused (the "ours"
- * columns) with the same graph where it is a pass of its own (the "blas"
- * columns), so their ratio is what the fusion gains.
  * usage: gemm_bench [ROUNDS [FILTER]]   (a benchmark, not a test: see bench/RESULTS.md);
  * FILTER runs only the cases whose name contains it. GEMM_BENCH_KEEP=1 keeps the
  * compiled case libraries in /tmp/tfm_gemm_bench_* so `perf report` can name
@@ -31,39 +28,30 @@ typedef struct Case {
   bool ta, tb;
   int64_t batch, m, n, k;
   bool a_batched, b_batched;
-  /* 0: C alone; else an epilogue, timed fused into the dot (cpu_epilogue.c)
-   * against the same graph with it as a pass of its own, not against BLAS:
-   * 1 = C + bias[n], 2 = C + bias[n] + residual, 3 = C / 8 + mask[m, n]. */
-  int epilogue;
 } Case;
 
 /* Square sizes, then the dots of one gpt-small training step (models/gpt.tfm
  * defaults: B=16, T=128, d=256, d_ff=1024, V=1024, h=4) as the train graph
  * has them (`tfmc emit graph --train`). */
 static const Case cases[] = {
-    {"square 128", false, false, 1, 128, 128, 128, false, false, 0},
-    {"square 256", false, false, 1, 256, 256, 256, false, false, 0},
-    {"square 512", false, false, 1, 512, 512, 512, false, false, 0},
-    {"square 1024", false, false, 1, 1024, 1024, 1024, false, false, 0},
-    {"square 2048", false, false, 1, 2048, 2048, 2048, false, false, 0},
-    {"x@w 16x[128x256]x[256x256]", false, false, 16, 128, 256, 256, true, false, 0},
-    {"x@w 16x[128x256]x[256x1024]", false, false, 16, 128, 1024, 256, true, false, 0},
-    {"x@w 16x[128x1024]x[1024x256]", false, false, 16, 128, 256, 1024, true, false, 0},
-    {"dx nt 16x[128x1024]x[256x1024]^T", false, true, 16, 128, 256, 1024, true, false, 0},
-    {"dx nt 16x[128x256]x[1024x256]^T", false, true, 16, 128, 1024, 256, true, false, 0},
-    {"dw tn 16x[128x256]^Tx[128x1024]", true, false, 16, 256, 1024, 128, true, true, 0},
-    {"dw tn 16x[128x1024]^Tx[128x256]", true, false, 16, 1024, 256, 128, true, true, 0},
+    {"square 128", false, false, 1, 128, 128, 128, false, false},
+    {"square 256", false, false, 1, 256, 256, 256, false, false},
+    {"square 512", false, false, 1, 512, 512, 512, false, false},
+    {"square 1024", false, false, 1, 1024, 1024, 1024, false, false},
+    {"square 2048", false, false, 1, 2048, 2048, 2048, false, false},
+    {"x@w 16x[128x256]x[256x256]", false, false, 16, 128, 256, 256, true, false},
+    {"x@w 16x[128x256]x[256x1024]", false, false, 16, 128, 1024, 256, true, false},
+    {"x@w 16x[128x1024]x[1024x256]", false, false, 16, 128, 256, 1024, true, false},
+    {"dx nt 16x[128x1024]x[256x1024]^T", false, true, 16, 128, 256, 1024, true, false},
+    {"dx nt 16x[128x256]x[1024x256]^T", false, true, 16, 128, 1024, 256, true, false},
+    {"dw tn 16x[128x256]^Tx[128x1024]", true, false, 16, 256, 1024, 128, true, true},
+    {"dw tn 16x[128x1024]^Tx[128x256]", true, false, 16, 1024, 256, 128, true, true},
     /* The same weight gradients as one contraction over k = B*T. */
-    {"dw k=2048 tn [2048x256]^Tx[2048x1024]", true, false, 1, 256, 1024, 2048, false, false, 0},
-    {"dw k=2048 tn [2048x1024]^Tx[2048x256]", true, false, 1, 1024, 256, 2048, false, false, 0},
-    {"scores nt 64x[128x64]x[128x64]^T", false, true, 64, 128, 128, 64, true, true, 0},
-    {"context nn 64x[128x128]x[128x64]", false, false, 64, 128, 64, 128, true, true, 0},
-    {"dp tn 64x[128x128]^Tx[128x64]", true, false, 64, 128, 64, 128, true, true, 0},
-    /* gpt-small's dots with the elementwise kernels that follow them. */
-    {"x@w+b 16x[128x256]x[256x1024]", false, false, 16, 128, 1024, 256, true, false, 1},
-    {"x@w+b+r 16x[128x1024]x[1024x256]", false, false, 16, 128, 256, 1024, true, false, 2},
-    {"x@w+b+r 16x[128x256]x[256x256]", false, false, 16, 128, 256, 256, true, false, 2},
-    {"scores/8+mask 64x[128x64]x[128x64]^T", false, true, 64, 128, 128, 64, true, true, 3},
+    {"dw k=2048 tn [2048x256]^Tx[2048x1024]", true, false, 1, 256, 1024, 2048, false, false},
+    {"dw k=2048 tn [2048x1024]^Tx[2048x256]", true, false, 1, 1024, 256, 2048, false, false},
+    {"scores nt 64x[128x64]x[128x64]^T", false, true, 64, 128, 128, 64, true, true},
+    {"context nn 64x[128x128]x[128x64]", false, false, 64, 128, 64, 128, true, true},
+    {"dp tn 64x[128x128]^Tx[128x64]", true, false, 64, 128, 64, 128, true, true},
 };
 
 typedef void (*RunFn)(uint8_t *persistent, uint8_t *scratch, tfm_pool *pool);
@@ -96,8 +84,8 @@ typedef struct Ours {
   float *a, *b, *c;
 } Ours;
 
-static bool build(const Case *cs, const char *dir, int serial, bool separate, Graph **graph,
-                  KernelPlan **plan, Ours *ours) {
+static bool build(const Case *cs, const char *dir, int serial, Graph **graph, KernelPlan **plan,
+                  Ours *ours) {
   char err[512], object[256], library[256];
   Graph *g = graph_new();
   GraphId a = graph_input(g, "a", GRAPH_F32,
@@ -107,24 +95,9 @@ static bool build(const Case *cs, const char *dir, int serial, bool separate, Gr
                           shape(cs->b_batched, cs->batch, cs->tb ? cs->n : cs->k,
                                 cs->tb ? cs->k : cs->n));
   GraphId c = graph_dot(g, a, b, cs->ta, cs->tb);
-  GraphShape cshape = shape(cs->a_batched || cs->b_batched, cs->batch, cs->m, cs->n);
-  if (cs->epilogue == 3) {
-    GraphId mask = graph_input(g, "mask", GRAPH_F32, shape(false, 1, cs->m, cs->n));
-    c = graph_binary(g, GRAPH_OP_DIV, c, graph_splat(g, GRAPH_F32, cshape, 8.0));
-    c = graph_binary(g, GRAPH_OP_ADD, c, graph_broadcast(g, mask, cshape));
-  } else if (cs->epilogue) {
-    GraphShape bias = {.rank = 1, .dims = {cs->n}};
-    c = graph_binary(g, GRAPH_OP_ADD, c,
-                     graph_broadcast(g, graph_input(g, "bias", GRAPH_F32, bias), cshape));
-    if (cs->epilogue == 2)
-      c = graph_binary(g, GRAPH_OP_ADD, c, graph_input(g, "residual", GRAPH_F32, cshape));
-  }
   graph_output(g, "c", c);
   KernelPlan *p = kernel_plan_build(g, err, sizeof err);
-  CpuModule *m =
-      p ? cpu_compile(p, &(CpuOptions){.prefix = "bench", .separate_epilogues = separate}, err,
-                      sizeof err)
-        : NULL;
+  CpuModule *m = p ? cpu_compile(p, &(CpuOptions){.prefix = "bench"}, err, sizeof err) : NULL;
   snprintf(object, sizeof object, "%s/case%d.o", dir, serial);
   snprintf(library, sizeof library, "%s/case%d.so", dir, serial);
   const char *objects[1] = {object};
@@ -144,7 +117,6 @@ static bool build(const Case *cs, const char *dir, int serial, bool separate, Gr
     fprintf(stderr, "gemm_bench: %s: %s\n", cs->name, err);
     return false;
   }
-  memset(ours->arena.persistent, 0, (size_t)p->persistent_bytes); /* bias, residual, mask */
   const KernelBuffer *buffers[3] = {kernel_plan_buffer(p, a), kernel_plan_buffer(p, b),
                                     kernel_plan_buffer(p, c)};
   float **at[3] = {&ours->a, &ours->b, &ours->c};
@@ -188,11 +160,8 @@ int main(int argc, char **argv) {
       continue;
     Graph *g;
     KernelPlan *plan;
-    Ours ours = {0}, sep = {0};
-    Graph *sep_g = NULL;
-    KernelPlan *sep_plan = NULL;
-    if (!build(cs, dir, (int)ci, false, &g, &plan, &ours) ||
-        (cs->epilogue && !build(cs, dir, 100 + (int)ci, true, &sep_g, &sep_plan, &sep)))
+    Ours ours = {0};
+    if (!build(cs, dir, (int)ci, &g, &plan, &ours))
       return 1;
     size_t na = (size_t)((cs->a_batched ? cs->batch : 1) * cs->m * cs->k);
     size_t nb = (size_t)((cs->b_batched ? cs->batch : 1) * cs->k * cs->n);
@@ -206,21 +175,12 @@ int main(int argc, char **argv) {
         a[i] = ours.a[i] = x;
       else
         b[i - na] = ours.b[i - na] = x;
-      if (cs->epilogue && i < na)
-        sep.a[i] = x;
-      else if (cs->epilogue)
-        sep.b[i - na] = x;
     }
-    /* The peer: OpenBLAS, or for an epilogue case the unfused graph. */
-#define PEER() \
-  (cs->epilogue ? sep.run(sep.arena.persistent, sep.arena.scratch, pool) : blas(cs, a, b, c))
     /* Enough repetitions that one timed run takes about 50 ms. */
     double flops = 2.0 * (double)cs->batch * (double)cs->m * (double)cs->n * (double)cs->k;
     double t0 = now();
     ours.run(ours.arena.persistent, ours.arena.scratch, pool);
-    PEER();
-    if (cs->epilogue)
-      memcpy(c, sep.c, nc * sizeof *c);
+    blas(cs, a, b, c);
     double once = (now() - t0) / 2;
     int reps = once > 0.05 ? 1 : (int)(0.05 / once) + 1;
     double worst = 0;
@@ -234,7 +194,7 @@ int main(int argc, char **argv) {
       t_ours[r] = (now() - t0) / reps;
       t0 = now();
       for (int i = 0; i < reps; i++)
-        PEER();
+        blas(cs, a, b, c);
       t_blas[r] = (now() - t0) / reps;
     }
     qsort(t_ours, (size_t)rounds, sizeof *t_ours, compare);
@@ -248,12 +208,6 @@ int main(int argc, char **argv) {
     dlclose(ours.handle);
     kernel_plan_free(plan);
     graph_free(g);
-    if (cs->epilogue) {
-      tfm_arena_destroy(&sep.arena);
-      dlclose(sep.handle);
-      kernel_plan_free(sep_plan);
-      graph_free(sep_g);
-    }
   }
   tfm_pool_destroy(pool);
   rmdir(dir);

@@ -120,8 +120,6 @@ static bool generate(CpuGen *gen) {
     else
       cpu_emit_loop_kernel(gen, f, k);
   }
-  cpu_plan_epilogues(gen);
-  cpu_emit_epilogues(gen);
   cpu_emit_entry(gen);
   return true;
 }
@@ -155,16 +153,13 @@ CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *
                 .vector_bits = vector_bits(options ? options->cpu : NULL),
                 .gpu_ptx = options ? options->gpu_ptx : NULL,
                 .gpu_cublas = options && options->gpu_cublas,
-                .gpu_threads = options && options->gpu_threads,
-                .separate_epilogues = options && options->separate_epilogues};
+                .gpu_threads = options && options->gpu_threads};
   gen.builder = LLVMCreateBuilderInContext(m->context);
   cpu_init_types(&gen);
   bool ok = generate(&gen);
   LLVMDisposeBuilder(gen.builder);
   free(gen.functions);
   free(gen.constant_data);
-  free(gen.epilogue_of);
-  free(gen.fused);
   char *message = NULL;
   if (!ok) {
     errbuf_set(err, err_size, "code generation: out of memory");

@@ -33,9 +33,6 @@ typedef struct CpuOptions {
    * item per element of C; the tiled f32 kernel needs barriers and mma),
    * for a ptx_thread_plan run on the CPU to test the GPU kernels. */
   bool gpu_threads;
-  /* Every dot's epilogue stays a pass of its own (cpu_epilogue.c), so the
-   * bench can measure what running it inside the dot gains. */
-  bool separate_epilogues;
 } CpuOptions;
 
 typedef struct CpuModule CpuModule;

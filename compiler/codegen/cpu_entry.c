@@ -45,13 +45,9 @@ static void emit_run(CpuGen *gen) {
   LLVMValueRef kernel_for = declare_kernel_for(gen);
   LLVMTypeRef kf_type = LLVMGlobalGetValueType(kernel_for);
   int most_args = 1;
-  for (int i = 0; i < plan->num_kernels; i++) {
-    int args = plan->kernels[i].num_args;
-    if (gen->epilogue_of && gen->epilogue_of[i] >= 0)
-      args += plan->kernels[gen->epilogue_of[i]].num_args;
-    if (args > most_args)
-      most_args = args;
-  }
+  for (int i = 0; i < plan->num_kernels; i++)
+    if (plan->kernels[i].num_args > most_args)
+      most_args = plan->kernels[i].num_args;
   /* One argument array serves every kernel: each call returns before the
    * next kernel fills it. */
   LLVMValueRef slots = LLVMBuildArrayAlloca(b, gen->ptr, cpu_i64(gen, most_args), "args");
@@ -64,25 +60,12 @@ static void emit_run(CpuGen *gen) {
     for (int i = 0; i < k->num_args; i++)
       LLVMBuildStore(b, buffer_address(gen, persistent, scratch, k->args[i]),
                      cpu_element(gen, gen->ptr, slots, cpu_i64(gen, i)));
-    LLVMValueRef function = gen->functions[k->function];
-    int epilogue = gen->epilogue_of ? gen->epilogue_of[ki] : -1;
-    if (epilogue >= 0) {
-      /* The dot and its epilogue in one range (cpu_epilogue.c): the
-       * epilogue's arguments follow the dot's. */
-      const Kernel *e = &plan->kernels[epilogue];
-      for (int i = 0; i < e->num_args; i++)
-        LLVMBuildStore(b, buffer_address(gen, persistent, scratch, e->args[i]),
-                       cpu_element(gen, gen->ptr, slots, cpu_i64(gen, k->num_args + i)));
-      function = gen->fused[ki];
-    }
-    /* A CPU dot's range may split its columns too (cpu_dot.c). The kernel's
-     * index, for --profile: its entry in PREFIX_kernels. */
+    /* The kernel's index, for --profile: its entry in PREFIX_kernels. */
+    /* A CPU dot's range may split its columns too (cpu_dot.c). */
     int64_t items = k->kind == KERNEL_DOT && !gen->gpu_threads ? cpu_dot_items(gen, k) : k->rows;
-    LLVMValueRef call[5] = {pool, cpu_i64(gen, items), function, ctx,
+    LLVMValueRef call[5] = {pool, cpu_i64(gen, items), gen->functions[k->function], ctx,
                             LLVMConstInt(gen->i32, (unsigned long long)ki, false)};
     LLVMBuildCall2(b, kf_type, kernel_for, call, 5, "");
-    if (epilogue >= 0)
-      ki = epilogue; /* run above */
   }
   LLVMBuildRetVoid(b);
 }

@@ -23,9 +23,6 @@ typedef struct CpuGen {
   const char *gpu_ptx;         /* CpuOptions.gpu_ptx */
   bool gpu_cublas;             /* CpuOptions.gpu_cublas */
   bool gpu_threads;            /* CpuOptions.gpu_threads */
-  bool separate_epilogues;     /* CpuOptions.separate_epilogues */
-  int *epilogue_of;            /* per kernel: the loop kernel fused after a dot, or -1 */
-  LLVMValueRef *fused;         /* per kernel: the dot + epilogue range function */
 } CpuGen;
 
 /* A counted loop [begin, end) whose counter lives in an alloca (mem2reg
@@ -82,10 +79,6 @@ int64_t cpu_dot_column_block(const CpuGen *gen, const Kernel *kernel);
 int64_t cpu_dot_items(const CpuGen *gen, const Kernel *kernel);
 void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel);
 void cpu_emit_entry(CpuGen *gen);
-/* Dots' epilogues (cpu_epilogue.c): which loop kernel runs inside which
- * dot's range (after every kernel's function exists), and their functions. */
-void cpu_plan_epilogues(CpuGen *gen);
-void cpu_emit_epilogues(CpuGen *gen);
 /* The parts of cpu_emit_entry that a CUDA host module shares. */
 void cpu_emit_update(CpuGen *gen);
 void cpu_emit_size(CpuGen *gen, const char *suffix, int64_t bytes);

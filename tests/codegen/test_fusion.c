@@ -203,100 +203,6 @@ static void in_place(void) {
   printf("%s  in-place buffers\n", cg_failures == failures_before ? "ok  " : "FAIL");
 }
 
-/* How many dot + epilogue range functions the CPU module of `g` has. */
-static int fused_functions(const Graph *g) {
-  KernelPlan *plan = plan_of(g);
-  char err[256];
-  CpuModule *m = plan ? cpu_compile(plan, &(CpuOptions){.prefix = "net"}, err, sizeof err) : NULL;
-  int count = -1;
-  char *ir = m ? cpu_llvm_text(m) : NULL;
-  if (ir) {
-    count = 0;
-    for (const char *at = ir; (at = strstr(at, "define internal void @net_k")); at++) {
-      const char *end = strchr(at, '(');
-      if (end && end - at > 6 && !strncmp(end - 6, "_fused", 6))
-        count++;
-    }
-  }
-  free(ir);
-  cpu_module_free(m);
-  kernel_plan_free(plan);
-  return count;
-}
-
-/* Runs `g` natively with the pool, serially and as AVX2, against the evaluator. */
-static void expect_modes(const char *name, Graph *g) {
-  EvalValues *ref = cg_reference(g, GRAPH_F32, 4321);
-  char label[128];
-  snprintf(label, sizeof label, "%s (2 threads)", name);
-  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 1e-5, .norm = true});
-  snprintf(label, sizeof label, "%s (serial)", name);
-  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 1e-5, .norm = true, .serial = true});
-  snprintf(label, sizeof label, "%s (x86-64-v3)", name);
-  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 1e-5, .norm = true, .cpu = "x86-64-v3"});
-  eval_free(ref);
-  graph_free(g);
-}
-
-/* Elementwise consumers of a dot run inside its range (cpu_epilogue.c),
- * chunk by chunk of rows: sizes that leave a short last chunk and odd
- * tiles, transposes and batches; and the cases that must stay apart. */
-static void epilogues(void) {
-  int failures_before = cg_failures;
-  /* Bias, residual and tanh after x @ w: 2100 rows in chunks of 1040 rows
-   * (2^20 elements at n = 1000), so each thread's 1050 rows are two chunks,
-   * the second of 10 rows, and serially three. */
-  Graph *g = graph_new();
-  GraphId x = graph_input(g, "x", GRAPH_F32, SHAPE(2100, 9));
-  GraphId w = graph_param(g, "w", GRAPH_F32, SHAPE(9, 1000));
-  GraphId b = graph_param(g, "b", GRAPH_F32, SHAPE(1000));
-  GraphId r = graph_input(g, "r", GRAPH_F32, SHAPE(2100, 1000));
-  GraphId d = graph_dot(g, x, w, false, false);
-  GraphId y = graph_binary(g, GRAPH_OP_ADD, d, bcast(g, b, SHAPE(2100, 1000)));
-  y = graph_unary(g, GRAPH_OP_TANH, graph_binary(g, GRAPH_OP_ADD, y, r));
-  graph_output(g, "y", y);
-  CG_CHECK(fused_functions(g) == 1);
-  expect_modes("epilogue: tanh(x @ w + b + r)", g);
-
-  /* Scale and mask of batched, doubly transposed scores: 2 x 301 rows,
-   * n = 330 (one chunk), the mask broadcast over the batch. */
-  g = graph_new();
-  GraphId q = graph_input(g, "q", GRAPH_F32, SHAPE(2, 29, 301));
-  GraphId k = graph_input(g, "k", GRAPH_F32, SHAPE(2, 330, 29));
-  GraphId mask = graph_input(g, "mask", GRAPH_F32, SHAPE(301, 330));
-  d = graph_dot(g, q, k, true, true);
-  y = graph_binary(g, GRAPH_OP_DIV, d, graph_splat(g, GRAPH_F32, SHAPE(2, 301, 330), 8.0));
-  y = graph_binary(g, GRAPH_OP_ADD, y, bcast(g, mask, SHAPE(2, 301, 330)));
-  graph_output(g, "scores", y);
-  CG_CHECK(fused_functions(g) == 1);
-  expect_modes("epilogue: q^T k^T / 8 + mask, batched", g);
-
-  /* An epilogue written over the dot's B (w2 dies in it) stays apart: the
-   * other thread's GEMM still reads all of B. Fused, with 2 threads, one
-   * would overwrite w2 while the other multiplies by it. */
-  g = graph_new();
-  GraphId p = graph_param(g, "p", GRAPH_F32, SHAPE(64, 64));
-  GraphId w2 = graph_unary(g, GRAPH_OP_TANH, p);
-  x = graph_input(g, "x", GRAPH_F32, SHAPE(64, 64));
-  d = graph_dot(g, x, w2, false, false);
-  graph_output(g, "d", d); /* kept, so y can only take w2's buffer */
-  y = graph_binary(g, GRAPH_OP_ADD, d, w2); /* an intermediate, to share a buffer */
-  graph_output(g, "z", graph_dot(g, y, x, false, false));
-  CG_CHECK(buffer_index(g, y) == buffer_index(g, w2));
-  CG_CHECK(fused_functions(g) == 0);
-  expect_modes("epilogue over the dot's B: apart", g);
-
-  /* Reading the dot at another element (a transpose) stays apart too. */
-  g = graph_new();
-  x = graph_input(g, "x", GRAPH_F32, SHAPE(96, 96));
-  d = graph_dot(g, x, graph_param(g, "w", GRAPH_F32, SHAPE(96, 96)), false, false);
-  int perm[GRAPH_MAX_RANK] = {1, 0};
-  graph_output(g, "y", graph_binary(g, GRAPH_OP_ADD, d, graph_permute(g, d, perm)));
-  CG_CHECK(fused_functions(g) == 0);
-  expect_modes("epilogue reading a transpose: apart", g);
-  printf("%s  dot epilogues\n", cg_failures == failures_before ? "ok  " : "FAIL");
-}
-
 static void printing(void) {
   int failures_before = cg_failures;
   Graph *g = graph_new();
@@ -336,7 +242,6 @@ int main(void) {
   layernorm_rows();
   views_and_sharing();
   in_place();
-  epilogues();
   printing();
   return cg_finish("codegen_fusion");
 }
