@@ -3,7 +3,10 @@
  * loaded as a shared object and run through the runtime's pool; OpenBLAS
  * runs the same product (one cblas_sgemm per batch) on copies of the
  * operands. Runs alternate, medians are printed with GFLOP/s and the ratio.
- * usage: gemm_bench [ROUNDS]   (a benchmark, not a test: see bench/RESULTS.md) */
+ * usage: gemm_bench [ROUNDS [FILTER]]   (a benchmark, not a test: see bench/RESULTS.md);
+ * FILTER runs only the cases whose name contains it. GEMM_BENCH_KEEP=1 keeps the
+ * compiled case libraries in /tmp/tfm_gemm_bench_* so `perf report` can name
+ * their functions. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <dlfcn.h>
@@ -43,6 +46,9 @@ static const Case cases[] = {
     {"dx nt 16x[128x256]x[1024x256]^T", false, true, 16, 128, 1024, 256, true, false},
     {"dw tn 16x[128x256]^Tx[128x1024]", true, false, 16, 256, 1024, 128, true, true},
     {"dw tn 16x[128x1024]^Tx[128x256]", true, false, 16, 1024, 256, 128, true, true},
+    /* The same weight gradients as one contraction over k = B*T. */
+    {"dw k=2048 tn [2048x256]^Tx[2048x1024]", true, false, 1, 256, 1024, 2048, false, false},
+    {"dw k=2048 tn [2048x1024]^Tx[2048x256]", true, false, 1, 1024, 256, 2048, false, false},
     {"scores nt 64x[128x64]x[128x64]^T", false, true, 64, 128, 128, 64, true, true},
     {"context nn 64x[128x128]x[128x64]", false, false, 64, 128, 64, 128, true, true},
     {"dp tn 64x[128x128]^Tx[128x64]", true, false, 64, 128, 64, 128, true, true},
@@ -101,7 +107,7 @@ static bool build(const Case *cs, const char *dir, int serial, Graph **graph, Ke
   unlink(object);
   if (ok && !(ours->handle = dlopen(library, RTLD_NOW | RTLD_LOCAL)))
     snprintf(err, sizeof err, "%s", dlerror()), ok = false;
-  unlink(library);
+  if (!getenv("GEMM_BENCH_KEEP")) unlink(library);
   if (ok) {
     ours->run = (RunFn)(uintptr_t)dlsym(ours->handle, "bench_run");
     ok = ours->run && tfm_arena_create(&ours->arena, (size_t)p->persistent_bytes,
@@ -134,8 +140,9 @@ static void blas(const Case *cs, const float *a, const float *b, float *c) {
 
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 5;
-  if (rounds < 1 || rounds > 100) {
-    fprintf(stderr, "usage: gemm_bench [ROUNDS (1..100)]\n");
+  const char *filter = argc > 2 ? argv[2] : "";
+  if (rounds < 1 || rounds > 100 || argc > 3) {
+    fprintf(stderr, "usage: gemm_bench [ROUNDS (1..100) [FILTER]]\n");
     return 2;
   }
   char dir[] = "/tmp/tfm_gemm_bench_XXXXXX";
@@ -145,10 +152,12 @@ int main(int argc, char **argv) {
     return 1;
   }
   openblas_set_num_threads(2);
-  printf("%-36s %10s %10s %8s %8s %7s %9s\n", "case", "ours ms", "blas ms", "ours GF", "blas GF",
+  printf("%-38s %10s %10s %8s %8s %7s %9s\n", "case", "ours ms", "blas ms", "ours GF", "blas GF",
          "ratio", "max rel");
   for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
     const Case *cs = &cases[ci];
+    if (!strstr(cs->name, filter))
+      continue;
     Graph *g;
     KernelPlan *plan;
     Ours ours = {0};
@@ -191,7 +200,7 @@ int main(int argc, char **argv) {
     qsort(t_ours, (size_t)rounds, sizeof *t_ours, compare);
     qsort(t_blas, (size_t)rounds, sizeof *t_blas, compare);
     double mo = t_ours[(rounds - 1) / 2], mb = t_blas[(rounds - 1) / 2];
-    printf("%-36s %10.3f %10.3f %8.1f %8.1f %7.2f %9.1e\n", cs->name, 1e3 * mo, 1e3 * mb,
+    printf("%-38s %10.3f %10.3f %8.1f %8.1f %7.2f %9.1e\n", cs->name, 1e3 * mo, 1e3 * mb,
            flops / mo * 1e-9, flops / mb * 1e-9, mb / mo, worst);
     fflush(stdout);
     free(a), free(b), free(c);

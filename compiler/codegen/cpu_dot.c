@@ -1,7 +1,7 @@
 /* Contraction and scatter kernels over materialised operands. A dot kernel
  * is a thin call into the module's shape-generic GEMM (cpu_gemm.c), which
- * keeps the evaluator's order of accumulation (k ascending); scatter_add
- * sums in index order. */
+ * sums each k block in k order and adds it to C, the same way however the
+ * range is split; scatter_add sums in index order. */
 #include "cpu_internal.h"
 
 typedef struct DotShape {
@@ -40,23 +40,35 @@ static LLVMValueRef select_i64(CpuGen *gen, LLVMIntPredicate p, LLVMValueRef a, 
   return LLVMBuildSelect(bl, LLVMBuildICmp(bl, p, a, b, ""), a, b, "");
 }
 
-/* Rows of the range are (batch, i) pairs of C: the range splits batches and
- * rows of C, never k, so the threads' share changes no result. Each batch
- * the range touches is one GEMM call over its rows [i0, i1). */
-void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel) {
-  LLVMBuilderRef b = gen->builder;
+/* A dot whose C has fewer rows (batch x m) than columns, such as a weight
+ * gradient [256, 1024] contracted over k = B*T, would give each of two
+ * threads a few row blocks and the whole of B to pack: its range also
+ * splits the columns, into two blocks of a multiple of 32 (every micro-tile
+ * width divides it), block-major, so two threads take one column block
+ * each and pack half of B. Anything else keeps one block (the range is the
+ * rows). */
+int64_t cpu_dot_column_block(const CpuGen *gen, const Kernel *kernel) {
   const GraphNode *n = graph_node(gen->graph, kernel->root);
   DotShape s = dot_shape(gen, n);
-  LLVMTypeRef t = cpu_storage_type(gen, n->dtype);
-  LLVMValueRef gemm = n->dtype == GRAPH_BF16 ? cpu_gemm_bf16_function(gen, s.ta, s.tb)
-                                             : cpu_gemm_function(gen, t, s.ta, s.tb);
-  LLVMValueRef fn = cpu_kernel_function(gen, function);
-  LLVMValueRef args = LLVMGetParam(fn, 0);
-  LLVMValueRef begin = LLVMGetParam(fn, 1), end = LLVMGetParam(fn, 2);
-  LLVMValueRef c = cpu_kernel_arg(gen, args, 0, t);
-  /* Arguments are distinct buffers: a dot of x with itself has one input. */
-  LLVMValueRef a = cpu_kernel_arg(gen, args, 1, t);
-  LLVMValueRef bm = cpu_kernel_arg(gen, args, kernel->num_args > 2 ? 2 : 1, t);
+  if (kernel->rows >= s.n || s.n < 64)
+    return s.n;
+  return ((s.n + 1) / 2 + 31) / 32 * 32;
+}
+
+int64_t cpu_dot_items(const CpuGen *gen, const Kernel *kernel) {
+  const GraphNode *n = graph_node(gen->graph, kernel->root);
+  int64_t width = cpu_dot_column_block(gen, kernel), cols = n->shape.dims[n->shape.rank - 1];
+  return kernel->rows * ((cols + width - 1) / width);
+}
+
+/* C rows [begin, end) (of batch x m) and columns [j0, j0 + cols). */
+static void emit_rows(CpuGen *gen, const DotShape *sp, LLVMValueRef gemm, LLVMTypeRef t,
+                      LLVMValueRef c, LLVMValueRef a, LLVMValueRef bm, LLVMValueRef begin,
+                      LLVMValueRef end, LLVMValueRef j0, LLVMValueRef cols) {
+  LLVMBuilderRef b = gen->builder;
+  DotShape s = *sp;
+  c = cpu_element(gen, t, c, j0);
+  bm = cpu_element(gen, t, bm, s.tb ? LLVMBuildMul(b, j0, cpu_i64(gen, s.k), "") : j0);
   if (!s.ta && !s.b_batched) {
     /* One B for every batch and A's rows in order: the batches' rows are
      * the rows of one [batch * m, k] matrix, so the range is one call. */
@@ -64,13 +76,12 @@ void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel) {
                             cpu_element(gen, t, a, mul(gen, begin, s.k)),
                             bm,
                             LLVMBuildSub(b, end, begin, ""),
-                            cpu_i64(gen, s.n),
+                            cols,
                             cpu_i64(gen, s.k),
                             cpu_i64(gen, s.k),
                             cpu_i64(gen, s.tb ? s.k : s.n),
                             cpu_i64(gen, s.n)};
     LLVMBuildCall2(b, LLVMGlobalGetValueType(gemm), gemm, call, 9, "");
-    LLVMBuildRetVoid(b);
     return;
   }
   LLVMValueRef m = cpu_i64(gen, s.m);
@@ -89,13 +100,52 @@ void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel) {
                           cpu_element(gen, t, a, a_at),
                           cpu_element(gen, t, bm, b_at),
                           LLVMBuildSub(b, i1, i0, ""),
-                          cpu_i64(gen, s.n),
+                          cols,
                           cpu_i64(gen, s.k),
                           cpu_i64(gen, s.ta ? s.m : s.k),
                           cpu_i64(gen, s.tb ? s.k : s.n),
                           cpu_i64(gen, s.n)};
   LLVMBuildCall2(b, LLVMGlobalGetValueType(gemm), gemm, call, 9, "");
   cpu_loop_end(gen, &batch);
+}
+
+/* The range is over (column block, batch, i) of C, column blocks outermost
+ * (cpu_dot_column_block): threads split rows, batches and column blocks,
+ * never k, so the threads' share changes no result. Each batch the range
+ * touches is one GEMM call over its rows [i0, i1) and the block's columns. */
+void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel) {
+  LLVMBuilderRef b = gen->builder;
+  const GraphNode *n = graph_node(gen->graph, kernel->root);
+  DotShape s = dot_shape(gen, n);
+  LLVMTypeRef t = cpu_storage_type(gen, n->dtype);
+  LLVMValueRef gemm = n->dtype == GRAPH_BF16 ? cpu_gemm_bf16_function(gen, s.ta, s.tb)
+                                             : cpu_gemm_function(gen, t, s.ta, s.tb);
+  LLVMValueRef fn = cpu_kernel_function(gen, function);
+  LLVMValueRef args = LLVMGetParam(fn, 0);
+  LLVMValueRef begin = LLVMGetParam(fn, 1), end = LLVMGetParam(fn, 2);
+  LLVMValueRef c = cpu_kernel_arg(gen, args, 0, t);
+  /* Arguments are distinct buffers: a dot of x with itself has one input. */
+  LLVMValueRef a = cpu_kernel_arg(gen, args, 1, t);
+  LLVMValueRef bm = cpu_kernel_arg(gen, args, kernel->num_args > 2 ? 2 : 1, t);
+  int64_t width = cpu_dot_column_block(gen, kernel);
+  if (width >= s.n) {
+    emit_rows(gen, &s, gemm, t, c, a, bm, begin, end, cpu_i64(gen, 0), cpu_i64(gen, s.n));
+    LLVMBuildRetVoid(b);
+    return;
+  }
+  LLVMValueRef rows = cpu_i64(gen, kernel->rows);
+  LLVMValueRef first = LLVMBuildUDiv(b, begin, rows, "");
+  LLVMValueRef last = LLVMBuildUDiv(b, add(gen, end, cpu_i64(gen, kernel->rows - 1)), rows, "");
+  CpuLoop block;
+  cpu_loop_begin(gen, &block, first, last);
+  LLVMValueRef item0 = mul(gen, block.index, kernel->rows);
+  LLVMValueRef r0 = select_i64(gen, LLVMIntSGT, LLVMBuildSub(b, begin, item0, ""), cpu_i64(gen, 0));
+  LLVMValueRef r1 = select_i64(gen, LLVMIntSLT, LLVMBuildSub(b, end, item0, ""), rows);
+  LLVMValueRef j0 = mul(gen, block.index, width);
+  LLVMValueRef cols = select_i64(gen, LLVMIntSLT, cpu_i64(gen, width),
+                                 LLVMBuildSub(b, cpu_i64(gen, s.n), j0, ""));
+  emit_rows(gen, &s, gemm, t, c, a, bm, r0, r1, j0, cols);
+  cpu_loop_end(gen, &block);
   LLVMBuildRetVoid(b);
 }
 

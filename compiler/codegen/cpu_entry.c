@@ -61,7 +61,9 @@ static void emit_run(CpuGen *gen) {
       LLVMBuildStore(b, buffer_address(gen, persistent, scratch, k->args[i]),
                      cpu_element(gen, gen->ptr, slots, cpu_i64(gen, i)));
     /* The kernel's index, for --profile: its entry in PREFIX_kernels. */
-    LLVMValueRef call[5] = {pool, cpu_i64(gen, k->rows), gen->functions[k->function], ctx,
+    /* A CPU dot's range may split its columns too (cpu_dot.c). */
+    int64_t items = k->kind == KERNEL_DOT && !gen->gpu_threads ? cpu_dot_items(gen, k) : k->rows;
+    LLVMValueRef call[5] = {pool, cpu_i64(gen, items), gen->functions[k->function], ctx,
                             LLVMConstInt(gen->i32, (unsigned long long)ki, false)};
     LLVMBuildCall2(b, kf_type, kernel_for, call, 5, "");
   }

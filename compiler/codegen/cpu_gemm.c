@@ -9,9 +9,9 @@
  * micro-kernel computes every MR x NR tile of C with vector loads of B and
  * broadcasts of A. Edge tiles run through a small MR x NR tile on the stack.
  *
- * Each element of C is summed in k ascending order, as the evaluator does:
- * the micro-kernel starts the first k block from zero and every later one
- * from C itself. Products are added with llvm.fmuladd (one rounding where
+ * Each k block of an element is summed in k ascending order from zero and
+ * then added to C (the first block stores its sum): the micro-kernel reads
+ * C after its k loop, with the tile's lines prefetched at its start. Products are added with llvm.fmuladd (one rounding where
  * the target has FMA: twice the peak of a separate multiply and add on cores
  * whose two vector ports do both), so results differ from the evaluator's
  * by rounding; tests/codegen bound a dot's error relative to
@@ -97,6 +97,7 @@ static LLVMValueRef internal_function(CpuGen *gen, const char *name, LLVMTypeRef
 
 /* void micro(i64 kc, T *a, T *b, T *c, i64 ldc, i1 accumulate):
  * c[r * ldc + j] = (accumulate ? c : 0) + sum_p a[p * mr + r] b[p * nr + j]
+ * (the sum from zero in p order, then added to c)
  * over the full mr x nr tile. */
 static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeometry *g,
                                       const char *name) {
@@ -113,27 +114,22 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
   for (int r = 0; r < mr; r++)
     for (int v = 0; v < nv; v++)
       acc[r][v] = cpu_entry_alloca(gen, vt, "acc");
-  LLVMBasicBlockRef from_c = LLVMAppendBasicBlockInContext(gen->context, fn, "from_c");
-  LLVMBasicBlockRef from_zero = LLVMAppendBasicBlockInContext(gen->context, fn, "from_zero");
-  LLVMBasicBlockRef start = LLVMAppendBasicBlockInContext(gen->context, fn, "start");
-  LLVMBuildCondBr(b, LLVMGetParam(fn, 5), from_c, from_zero);
-  LLVMPositionBuilderAtEnd(b, from_c);
+  /* C is read after the k loop, not before it: the tile's 2 x mr cache
+   * lines are prefetched for writing here, and their misses overlap the
+   * loop instead of stalling its start. The block's products are summed
+   * from zero and then added to C, so each element is C + (its sum over this
+   * k block), in a fixed order whatever the threads do. */
+  unsigned align = element_bytes(gen, t);
+  LLVMTypeRef i8p = LLVMPointerType(gen->i8, 0);
   for (int r = 0; r < mr; r++)
     for (int v = 0; v < nv; v++) {
       LLVMValueRef at = add(gen, mul(gen, cpu_i64(gen, r), ldc), cpu_i64(gen, v * g->lanes));
-      LLVMValueRef p = LLVMBuildBitCast(b, cpu_element(gen, t, c, at), vp, "");
-      LLVMValueRef x = LLVMBuildLoad2(b, vt, p, "");
-      LLVMSetAlignment(x, element_bytes(gen, t));
-      LLVMBuildStore(b, x, acc[r][v]);
-    }
-  LLVMBuildBr(b, start);
-  LLVMPositionBuilderAtEnd(b, from_zero);
-  for (int r = 0; r < mr; r++)
-    for (int v = 0; v < nv; v++)
+      LLVMValueRef args[4] = {LLVMBuildBitCast(b, cpu_element(gen, t, c, at), i8p, ""),
+                              cpu_i32(gen, 1), cpu_i32(gen, 3), cpu_i32(gen, 1)};
+      LLVMTypeRef pt = i8p;
+      cpu_intrinsic(gen, "llvm.prefetch", &pt, 1, args, 4);
       LLVMBuildStore(b, LLVMConstNull(vt), acc[r][v]);
-  LLVMBuildBr(b, start);
-  LLVMPositionBuilderAtEnd(b, start);
-  unsigned align = element_bytes(gen, t);
+    }
   CpuLoop p;
   cpu_loop_begin(gen, &p, cpu_i64(gen, 0), kc);
   LLVMValueRef bv[4];
@@ -154,6 +150,19 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
     }
   }
   cpu_loop_end(gen, &p);
+  LLVMBasicBlockRef to_c = LLVMAppendBasicBlockInContext(gen->context, fn, "add_to_c");
+  LLVMBasicBlockRef store = LLVMAppendBasicBlockInContext(gen->context, fn, "store");
+  LLVMBuildCondBr(b, LLVMGetParam(fn, 5), to_c, store);
+  LLVMPositionBuilderAtEnd(b, to_c);
+  for (int r = 0; r < mr; r++)
+    for (int v = 0; v < nv; v++) {
+      LLVMValueRef at = add(gen, mul(gen, cpu_i64(gen, r), ldc), cpu_i64(gen, v * g->lanes));
+      LLVMValueRef x = LLVMBuildLoad2(b, vt, LLVMBuildBitCast(b, cpu_element(gen, t, c, at), vp, ""), "");
+      LLVMSetAlignment(x, align);
+      LLVMBuildStore(b, LLVMBuildFAdd(b, x, LLVMBuildLoad2(b, vt, acc[r][v], ""), ""), acc[r][v]);
+    }
+  LLVMBuildBr(b, store);
+  LLVMPositionBuilderAtEnd(b, store);
   for (int r = 0; r < mr; r++)
     for (int v = 0; v < nv; v++) {
       LLVMValueRef at = add(gen, mul(gen, cpu_i64(gen, r), ldc), cpu_i64(gen, v * g->lanes));
@@ -179,6 +188,43 @@ static void emit_pack(CpuGen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef
   LLVMValueRef valid = min64(gen, W, LLVMBuildSub(gen->builder, count, s.index, ""));
   LLVMValueRef out = cpu_element(gen, t, dst, mul(gen, s.index, len));
   LLVMValueRef in = cpu_element(gen, st, src, mul(gen, s.index, sq));
+  /* A full sliver moves w elements per p as one <w x T> store (and, when q
+   * is contiguous, one load): left to the loop vectorizer, the strided
+   * side of this copy became gathers and scatters, 14% of a 2048 GEMM's
+   * time (bench/RESULTS.md). A bf16 source is widened element by element
+   * into the vector. */
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(gen->builder));
+  LLVMBasicBlockRef fast = LLVMAppendBasicBlockInContext(gen->context, fn, "pack_full");
+  LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(gen->context, fn, "pack_edge");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(gen->context, fn, "pack_done");
+  LLVMBuildCondBr(gen->builder, LLVMBuildICmp(gen->builder, LLVMIntEQ, valid, W, ""), fast, slow);
+  LLVMPositionBuilderAtEnd(gen->builder, fast);
+  {
+    LLVMBuilderRef b = gen->builder;
+    LLVMTypeRef vt = LLVMVectorType(t, (unsigned)w);
+    LLVMTypeRef vp = LLVMPointerType(vt, 0);
+    unsigned align = element_bytes(gen, t);
+    cpu_loop_begin(gen, &p, cpu_i64(gen, 0), len);
+    LLVMValueRef row = cpu_element(gen, st, in, mul(gen, p.index, sp));
+    LLVMValueRef x;
+    if (q_contiguous && !from_bf16) {
+      x = LLVMBuildLoad2(b, vt, LLVMBuildBitCast(b, row, vp, ""), "");
+      LLVMSetAlignment(x, align);
+    } else {
+      x = LLVMGetUndef(vt);
+      for (int i = 0; i < w; i++) {
+        LLVMValueRef e = load_at(gen, st, row, mul(gen, cpu_i64(gen, i), sq));
+        x = LLVMBuildInsertElement(b, x, from_bf16 ? cpu_bf16_widen(gen, e) : e,
+                                   cpu_i32(gen, i), "");
+      }
+    }
+    LLVMValueRef stored = LLVMBuildStore(
+        b, x, LLVMBuildBitCast(b, cpu_element(gen, t, out, mul(gen, p.index, W)), vp, ""));
+    LLVMSetAlignment(stored, align);
+    cpu_loop_end(gen, &p);
+    LLVMBuildBr(b, done);
+  }
+  LLVMPositionBuilderAtEnd(gen->builder, slow);
   if (q_contiguous) {
     cpu_loop_begin(gen, &p, cpu_i64(gen, 0), len);
     cpu_loop_begin(gen, &q, cpu_i64(gen, 0), valid);
@@ -205,6 +251,8 @@ static void emit_pack(CpuGen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef
                  cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
   cpu_loop_end(gen, &q);
   cpu_loop_end(gen, &p);
+  LLVMBuildBr(gen->builder, done);
+  LLVMPositionBuilderAtEnd(gen->builder, done);
   step_loop_end(gen, &s);
 }
 

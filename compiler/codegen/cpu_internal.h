@@ -109,6 +109,9 @@ LLVMValueRef cpu_reduction_init(CpuGen *gen, const GraphNode *reduce);
 LLVMValueRef cpu_reduction_step(CpuGen *gen, const GraphNode *reduce, LLVMValueRef a,
                                 LLVMValueRef v);
 void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);
+/* A CPU dot kernel's range: rows x column blocks of this width (cpu_dot.c). */
+int64_t cpu_dot_column_block(const CpuGen *gen, const Kernel *kernel);
+int64_t cpu_dot_items(const CpuGen *gen, const Kernel *kernel);
 void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel);
 /* cpu_attention.c: the fused attention ops, one output row per range item
  * (vectors of gen->vector_bits; scalars when it is 0, as on the GPU). */

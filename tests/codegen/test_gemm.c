@@ -77,6 +77,22 @@ static void batched(void) {
   graph_output(g, "batch4", graph_dot(g, graph_input(g, "p", GRAPH_F32, SHAPE(2, 3, 5, 70)),
                                       graph_input(g, "r", GRAPH_F32, SHAPE(2, 3, 70, 40)), false,
                                       false));
+  /* Fewer rows (batch x m) than columns: the range splits the columns into
+   * two blocks too (cpu_dot.c), here with odd widths, B batched or shared,
+   * transposed or not. The 2-D sizes above with m < n (5 x 1030, 24 x 64,
+   * 65 x 129) take that path as well. */
+  graph_output(g, "wide_nn", graph_dot(g, graph_input(g, "wa", GRAPH_F32, SHAPE(2, 3, 70)),
+                                       graph_input(g, "wb", GRAPH_F32, SHAPE(2, 70, 151)), false,
+                                       false));
+  graph_output(g, "wide_nt", graph_dot(g, graph_input(g, "wc", GRAPH_F32, SHAPE(2, 5, 70)),
+                                       graph_input(g, "wd", GRAPH_F32, SHAPE(2, 97, 70)), false,
+                                       true));
+  graph_output(g, "wide_tn_shared",
+               graph_dot(g, graph_input(g, "we", GRAPH_F32, SHAPE(3, 70, 7)),
+                         graph_input(g, "wf", GRAPH_F32, SHAPE(70, 99)), true, false));
+  graph_output(g, "wide_tt_shared",
+               graph_dot(g, graph_input(g, "wg", GRAPH_F32, SHAPE(3, 70, 7)),
+                         graph_input(g, "wh", GRAPH_F32, SHAPE(131, 70)), true, true));
   run_modes("gemm batched", g, GRAPH_F32);
 }
 
