@@ -1,6 +1,13 @@
 /* A fixed pool of pthreads behind tfm_parallel_for. The caller runs chunk 0
  * itself and worker i always runs chunk i, so which thread handles which
- * indices depends only on n and the pool size, never on timing. */
+ * indices depends only on n and the pool size, never on timing.
+ *
+ * A training step is hundreds of kernels back to back, each one call. Waking
+ * a thread blocked on a condition variable took long enough on the VMs here
+ * to halve a 512 x 512 GEMM (bench/RESULTS.md), so both sides first spin for
+ * a bounded time (SPIN_NS) on the atomic they wait for, and only then
+ * block: between consecutive kernels nobody sleeps, while an idle pool, or
+ * one on an oversubscribed machine, costs at most SPIN_NS of CPU per wait. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "tfmrt.h"
 #include "profile.h"
@@ -8,13 +15,16 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_THREADS 1024
+#define SPIN_NS 100000 /* 100 us: longer than the gap between two kernels */
 
 typedef struct {
   tfm_pool *pool;
@@ -28,11 +38,12 @@ struct tfm_pool {
   pthread_mutex_t call_lock; /* one tfm_parallel_for at a time */
   pthread_mutex_t lock;      /* guards everything below */
   pthread_cond_t work_ready, work_done;
-  uint64_t generation;       /* bumped once per job */
-  bool shutting_down;
+  _Atomic uint64_t generation; /* bumped once per job (under lock) */
+  _Atomic bool shutting_down;
   tfm_range_fn fn;
   void *ctx;
-  size_t n, chunks, pending;
+  size_t n, chunks;
+  _Atomic size_t pending; /* chunks still running on workers (changed under lock) */
 };
 
 /* Set while a thread runs a chunk, so a nested call runs serially instead of
@@ -48,24 +59,48 @@ static void run_chunk(const tfm_pool *pool, size_t i) {
   inside_parallel_for = false;
 }
 
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Spins until *value != unchanged or SPIN_NS pass; the caller then takes the
+ * lock and re-checks, blocking if need be, so this only saves a wake-up. */
+static void spin_while_equal(const _Atomic uint64_t *value, uint64_t unchanged) {
+  int64_t until = now_ns() + SPIN_NS;
+  for (unsigned i = 1; atomic_load_explicit(value, memory_order_acquire) == unchanged; i++)
+    if (i % 256 == 0 && now_ns() > until) return;
+}
+
+static void spin_while_pending(const _Atomic size_t *pending) {
+  int64_t until = now_ns() + SPIN_NS;
+  for (unsigned i = 1; atomic_load_explicit(pending, memory_order_acquire) != 0; i++)
+    if (i % 256 == 0 && now_ns() > until) return;
+}
+
 static void *worker_main(void *arg) {
   const worker *self = arg;
   tfm_pool *pool = self->pool;
   uint64_t seen = 0;
-  pthread_mutex_lock(&pool->lock);
   for (;;) {
+    spin_while_equal(&pool->generation, seen);
+    pthread_mutex_lock(&pool->lock);
     while (pool->generation == seen && !pool->shutting_down)
       pthread_cond_wait(&pool->work_ready, &pool->lock);
-    if (pool->shutting_down) break;
+    if (pool->shutting_down) {
+      pthread_mutex_unlock(&pool->lock);
+      return NULL;
+    }
     seen = pool->generation;
-    if (self->index >= pool->chunks) continue;
+    bool mine = self->index < pool->chunks;
     pthread_mutex_unlock(&pool->lock);
+    if (!mine) continue;
     run_chunk(pool, self->index);
     pthread_mutex_lock(&pool->lock);
     if (--pool->pending == 0) pthread_cond_signal(&pool->work_done);
+    pthread_mutex_unlock(&pool->lock);
   }
-  pthread_mutex_unlock(&pool->lock);
-  return NULL;
 }
 
 static int threads_from_environment(size_t *threads) {
@@ -159,6 +194,7 @@ int tfm_parallel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx) {
   pthread_cond_broadcast(&pool->work_ready);
   pthread_mutex_unlock(&pool->lock);
   run_chunk(pool, 0);
+  spin_while_pending(&pool->pending);
   pthread_mutex_lock(&pool->lock);
   while (pool->pending > 0) pthread_cond_wait(&pool->work_done, &pool->lock);
   pthread_mutex_unlock(&pool->lock);
