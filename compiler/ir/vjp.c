@@ -356,8 +356,21 @@ void autodiff_vjp_dot(AutodiffContext *ctx, const GraphNode *node, GraphId self,
     dx[0] = sum_to_operand(g, da, a);
   }
   if (wants(ctx, node, 1)) {
-    GraphId db = tb ? graph_dot(g, grad, a, true, ta) : graph_dot(g, a, grad, !ta, false);
-    dx[1] = sum_to_operand(g, db, b);
+    GraphShape as = shape_of(g, a);
+    if (!ta && as.rank > 2 && shape_of(g, b).rank == 2) {
+      /* x @ w with w shared across x's batch (a weight): x's rows over all
+       * batches are the rows of one [rows, k] matrix, so the gradient is one
+       * contraction over them (k = B*T), not a product per batch and a sum
+       * over the batch written and read back. */
+      GraphShape gs = shape_of(g, grad);
+      int64_t rows = graph_shape_numel(&as) / as.dims[as.rank - 1];
+      GraphId a2 = graph_reshape(g, a, graph_shape_of(2, (int64_t[]){rows, as.dims[as.rank - 1]}));
+      GraphId g2 = graph_reshape(g, grad, graph_shape_of(2, (int64_t[]){rows, gs.dims[gs.rank - 1]}));
+      dx[1] = tb ? graph_dot(g, g2, a2, true, false) : graph_dot(g, a2, g2, true, false);
+    } else {
+      GraphId db = tb ? graph_dot(g, grad, a, true, ta) : graph_dot(g, a, grad, !ta, false);
+      dx[1] = sum_to_operand(g, db, b);
+    }
   }
 }
 
