@@ -326,6 +326,39 @@ static LLVMValueRef emit_reduction(Emitter *e, GraphId id, Index *at) {
   return LLVMBuildLoad2(e->b, t, acc, "");
 }
 
+/* Opens the loop over this thread's share of a row of `length` elements
+ * (ptx_row.h: steps s < ptx_row_steps(length, threads, tid)) and returns its
+ * element l = tid + s * threads; close it with cpu_loop_end(step). */
+static LLVMValueRef begin_share(Emitter *e, int64_t length, CpuLoop *step) {
+  LLVMBuilderRef b = e->b;
+  int64_t threads = e->split->threads;
+  LLVMValueRef steps =
+      LLVMBuildUDiv(b, LLVMBuildSub(b, cpu_i64(e->gen, length + threads - 1), e->tid, ""),
+                    cpu_i64(e->gen, threads), "steps");
+  cpu_loop_begin(e->gen, step, cpu_i64(e->gen, 0), steps);
+  return LLVMBuildAdd(b, e->tid, LLVMBuildMul(b, step->index, cpu_i64(e->gen, threads), ""), "");
+}
+
+/* Element l of the row flattened row-major over the axes in `axes` of
+ * `shape` (`length` elements in all) into those axes of `at`. */
+static void row_element_axes(Emitter *e, LLVMValueRef l, const GraphShape *shape, uint32_t axes,
+                             int64_t length, Index *at) {
+  LLVMBuilderRef b = e->b;
+  int64_t stride = 1;
+  for (int d = shape->rank - 1; d >= 0; d--) {
+    if (!(axes & (1u << d)))
+      continue;
+    int64_t dim = shape->dims[d];
+    LLVMValueRef v = stride > 1 ? LLVMBuildUDiv(b, l, cpu_i64(e->gen, stride), "") : l;
+    if (dim == 1)
+      v = cpu_i64(e->gen, 0);
+    else if (stride * dim < length)
+      v = LLVMBuildURem(b, v, cpu_i64(e->gen, dim), "");
+    at->axis[d] = v;
+    stride *= dim;
+  }
+}
+
 /* A reduction the threads of a row share (ptx_row.h): thread tid takes
  * elements ptx_row_element(tid, s, threads) of the reduced axes flattened
  * row-major, s < ptx_row_steps(length, threads, tid), accumulating them in
@@ -344,30 +377,14 @@ static LLVMValueRef emit_shared_reduction(Emitter *e, GraphId id, Index *at, int
   settle(e, at);
   LLVMValueRef acc = cpu_entry_alloca(gen, t, "acc");
   LLVMBuildStore(b, reduction_init(e, n), acc);
-  LLVMValueRef steps =
-      LLVMBuildUDiv(b, LLVMBuildSub(b, cpu_i64(gen, length + threads - 1), e->tid, ""),
-                    cpu_i64(gen, threads), "steps");
   CpuLoop step;
-  cpu_loop_begin(gen, &step, cpu_i64(gen, 0), steps);
-  LLVMValueRef l =
-      LLVMBuildAdd(b, e->tid, LLVMBuildMul(b, step.index, cpu_i64(gen, threads), ""), "");
+  LLVMValueRef l = begin_share(e, length, &step);
   Index in = new_index(e, &x->shape);
   int mark = e->memo_count;
-  int64_t stride = 1;
-  for (int d = x->shape.rank - 1; d >= 0; d--) {
-    if (!(n->attrs.axes & (1u << d))) {
+  for (int d = 0; d < x->shape.rank; d++)
+    if (!(n->attrs.axes & (1u << d)))
       in.axis[d] = at->axis[d];
-      continue;
-    }
-    int64_t dim = x->shape.dims[d];
-    LLVMValueRef v = stride > 1 ? LLVMBuildUDiv(b, l, cpu_i64(gen, stride), "") : l;
-    if (dim == 1)
-      v = cpu_i64(gen, 0);
-    else if (stride * dim < length)
-      v = LLVMBuildURem(b, v, cpu_i64(gen, dim), "");
-    in.axis[d] = v;
-    stride *= dim;
-  }
+  row_element_axes(e, l, &x->shape, n->attrs.axes, length, &in);
   LLVMValueRef v = emit(e, n->inputs[0], &in);
   LLVMBuildStore(b, reduction_step(e, n, LLVMBuildLoad2(b, t, acc, ""), v), acc);
   cpu_loop_end(gen, &step);
@@ -738,24 +755,10 @@ static void emit_split_rows(Emitter *e, LLVMValueRef item) {
     LLVMPositionBuilderAtEnd(b, done);
     return;
   }
-  LLVMValueRef steps =
-      LLVMBuildUDiv(b, LLVMBuildSub(b, cpu_i64(gen, inner + threads - 1), e->tid, ""),
-                    cpu_i64(gen, threads), "steps");
   CpuLoop step;
-  cpu_loop_begin(gen, &step, cpu_i64(gen, 0), steps);
-  LLVMValueRef l =
-      LLVMBuildAdd(b, e->tid, LLVMBuildMul(b, step.index, cpu_i64(gen, threads), ""), "");
-  int64_t stride = 1;
-  for (int d = shape->rank - 1; d >= k->outer_axes; d--) {
-    int64_t dim = shape->dims[d];
-    LLVMValueRef v = stride > 1 ? LLVMBuildUDiv(b, l, cpu_i64(gen, stride), "") : l;
-    if (dim == 1)
-      v = cpu_i64(gen, 0);
-    else if (stride * dim < inner)
-      v = LLVMBuildURem(b, v, cpu_i64(gen, dim), "");
-    at.axis[d] = v;
-    stride *= dim;
-  }
+  LLVMValueRef l = begin_share(e, inner, &step);
+  uint32_t inner_axes = ((1u << shape->rank) - 1) & ~((1u << k->outer_axes) - 1);
+  row_element_axes(e, l, shape, inner_axes, inner, &at);
   LLVMValueRef v = emit(e, k->root, &at);
   cpu_store_value(gen, root->dtype, v, cpu_element(gen, t, e->args[0], linear_of(e, &at)));
   cpu_loop_end(gen, &step);

@@ -138,6 +138,21 @@ static LLVMTargetMachineRef create_machine(const Arch *arch, char *err, size_t s
 }
 
 /* The special register `name` (llvm.nvvm.read.ptx.sreg.*) as i64. */
+LLVMValueRef ptx_shared_array(CpuGen *gen, const char *name, LLVMTypeRef element, int64_t count,
+                              unsigned align) {
+  LLVMTypeRef type = LLVMArrayType(element, (unsigned)count);
+  LLVMValueRef g = LLVMAddGlobalInAddressSpace(gen->module, type, name, 3);
+  LLVMSetInitializer(g, LLVMGetUndef(type));
+  LLVMSetLinkage(g, LLVMInternalLinkage);
+  LLVMSetAlignment(g, align);
+  return g;
+}
+
+LLVMValueRef ptx_shared_element(CpuGen *gen, LLVMValueRef array, LLVMValueRef i) {
+  LLVMValueRef index[2] = {cpu_i64(gen, 0), i};
+  return LLVMBuildInBoundsGEP2(gen->builder, LLVMGlobalGetValueType(array), array, index, 2, "");
+}
+
 static LLVMValueRef special_register(CpuGen *gen, const char *name) {
   char full[64];
   snprintf(full, sizeof full, "llvm.nvvm.read.ptx.sreg.%s", name);

@@ -48,23 +48,13 @@ static LLVMValueRef below(CpuGen *gen, LLVMValueRef a, int64_t bound) {
   return LLVMBuildICmp(gen->builder, LLVMIntULT, a, cpu_i64(gen, bound), "");
 }
 
-/* A shared-memory (addrspace 3) array of `count` elements: i32 (tf32
- * values) or i16 (bf16). */
+/* A shared-memory array of `count` elements: i32 (tf32 values) or i16
+ * (bf16). */
 static LLVMValueRef shared_array(CpuGen *gen, int function, char which, LLVMTypeRef element,
                                  int64_t count) {
   char name[64];
   snprintf(name, sizeof name, "dot%d_%c", function, which);
-  LLVMTypeRef type = LLVMArrayType(element, (unsigned)count);
-  LLVMValueRef g = LLVMAddGlobalInAddressSpace(gen->module, type, name, 3);
-  LLVMSetInitializer(g, LLVMGetUndef(type));
-  LLVMSetLinkage(g, LLVMInternalLinkage);
-  LLVMSetAlignment(g, 16);
-  return g;
-}
-
-static LLVMValueRef shared_element(CpuGen *gen, LLVMValueRef array, LLVMValueRef i) {
-  LLVMValueRef index[2] = {cpu_i64(gen, 0), i};
-  return LLVMBuildInBoundsGEP2(gen->builder, LLVMGlobalGetValueType(array), array, index, 2, "");
+  return ptx_shared_array(gen, name, element, count, 16);
 }
 
 /* Element `index` of `base` rounded to tf32, or 0 where `ok` is false: the
@@ -111,12 +101,12 @@ static void stage(CpuGen *gen, const DotTile *t) {
     if (t->bf16) {
       LLVMValueRef v = guarded_bf16(gen, t->a, add(gen, t->a_base, index), ok);
       LLVMBuildStore(gen->builder, v,
-                     shared_element(gen, t->as, add(gen, mul(gen, r, PTX_DOT16_AS_STRIDE), kk)));
+                     ptx_shared_element(gen, t->as, add(gen, mul(gen, r, PTX_DOT16_AS_STRIDE), kk)));
       continue;
     }
     LLVMValueRef v = guarded_tf32(gen, t->a, add(gen, t->a_base, index), ok);
     LLVMBuildStore(gen->builder, v,
-                   shared_element(gen, t->as, add(gen, mul(gen, r, PTX_DOT_AS_STRIDE), kk)));
+                   ptx_shared_element(gen, t->as, add(gen, mul(gen, r, PTX_DOT_AS_STRIDE), kk)));
   }
   for (int s = 0; s < PTX_DOT_B_STEPS; s++) {
     LLVMValueRef e = addc(gen, t->tid, (int64_t)s * PTX_DOT_THREADS);
@@ -129,12 +119,12 @@ static void stage(CpuGen *gen, const DotTile *t) {
     if (t->bf16) { /* transposed: [BN][BK] */
       LLVMValueRef v = guarded_bf16(gen, t->b, add(gen, t->b_base, index), ok);
       LLVMBuildStore(gen->builder, v,
-                     shared_element(gen, t->bs, add(gen, mul(gen, c, PTX_DOT16_BS_STRIDE), kk)));
+                     ptx_shared_element(gen, t->bs, add(gen, mul(gen, c, PTX_DOT16_BS_STRIDE), kk)));
       continue;
     }
     LLVMValueRef v = guarded_tf32(gen, t->b, add(gen, t->b_base, index), ok);
     LLVMBuildStore(gen->builder, v,
-                   shared_element(gen, t->bs, add(gen, mul(gen, kk, PTX_DOT_BS_STRIDE), c)));
+                   ptx_shared_element(gen, t->bs, add(gen, mul(gen, kk, PTX_DOT_BS_STRIDE), c)));
   }
 }
 
@@ -142,14 +132,14 @@ static void stage(CpuGen *gen, const DotTile *t) {
 #define MMA_TILES_N (PTX_DOT_WARP_TILE / PTX_MMA_N)
 
 static LLVMValueRef shared_load(CpuGen *gen, LLVMValueRef array, LLVMValueRef i) {
-  return LLVMBuildLoad2(gen->builder, gen->i32, shared_element(gen, array, i), "");
+  return LLVMBuildLoad2(gen->builder, gen->i32, ptx_shared_element(gen, array, i), "");
 }
 
 /* The 32-bit word at bf16 element i (even) of an i16 shared array: the
  * two bf16 at i and i + 1, i in the low half. */
 static LLVMValueRef shared_word(CpuGen *gen, LLVMValueRef array, LLVMValueRef i) {
   LLVMBuilderRef b = gen->builder;
-  LLVMValueRef p = LLVMBuildBitCast(b, shared_element(gen, array, i),
+  LLVMValueRef p = LLVMBuildBitCast(b, ptx_shared_element(gen, array, i),
                                     LLVMPointerType(gen->i32, 3), "");
   LLVMValueRef v = LLVMBuildLoad2(b, gen->i32, p, "");
   LLVMSetAlignment(v, 4);

@@ -20,4 +20,10 @@ int64_t ptx_dot_tiled_items(const GraphNode *dot);
 int64_t ptx_row_split_threads(const KernelPlan *plan, int kernel);
 void ptx_emit_row_kernel(CpuGen *gen, int function, const Kernel *kernel, int64_t threads);
 
+/* A module-level shared-memory (addrspace 3) array of `count` elements,
+ * internal and uninitialised, and a pointer to its element i. */
+LLVMValueRef ptx_shared_array(CpuGen *gen, const char *name, LLVMTypeRef element, int64_t count,
+                              unsigned align);
+LLVMValueRef ptx_shared_element(CpuGen *gen, LLVMValueRef array, LLVMValueRef i);
+
 #endif

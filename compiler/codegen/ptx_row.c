@@ -91,17 +91,7 @@ static LLVMValueRef shared_slots(CpuGen *gen, int function, int slot, LLVMTypeRe
                                  int64_t warps) {
   char name[64];
   snprintf(name, sizeof name, "row%d_%d", function, slot);
-  LLVMTypeRef type = LLVMArrayType(t, (unsigned)warps);
-  LLVMValueRef g = LLVMAddGlobalInAddressSpace(gen->module, type, name, 3);
-  LLVMSetInitializer(g, LLVMGetUndef(type));
-  LLVMSetLinkage(g, LLVMInternalLinkage);
-  LLVMSetAlignment(g, 8);
-  return g;
-}
-
-static LLVMValueRef shared_slot(CpuGen *gen, LLVMValueRef array, LLVMValueRef i) {
-  LLVMValueRef index[2] = {cpu_i64(gen, 0), i};
-  return LLVMBuildInBoundsGEP2(gen->builder, LLVMGlobalGetValueType(array), array, index, 2, "");
+  return ptx_shared_array(gen, name, t, warps, 8);
 }
 
 /* CpuRowSplit.combine: the butterfly inside each warp (ptx_row_offset,
@@ -130,14 +120,14 @@ static LLVMValueRef combine(CpuGen *gen, int function, int slot, const GraphNode
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "warp_written");
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, lane, cpu_i64(gen, 0), ""), write, next);
   LLVMPositionBuilderAtEnd(b, write);
-  LLVMBuildStore(b, v, shared_slot(gen, slots, LLVMBuildUDiv(b, tid, cpu_i64(gen, PTX_WARP), "")));
+  LLVMBuildStore(b, v, ptx_shared_element(gen, slots, LLVMBuildUDiv(b, tid, cpu_i64(gen, PTX_WARP), "")));
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, next);
   cpu_intrinsic(gen, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
-  LLVMValueRef acc = LLVMBuildLoad2(b, t, shared_slot(gen, slots, cpu_i64(gen, 0)), "");
+  LLVMValueRef acc = LLVMBuildLoad2(b, t, ptx_shared_element(gen, slots, cpu_i64(gen, 0)), "");
   for (int64_t w = 1; w < warps; w++)
     acc = cpu_reduction_step(gen, reduce, acc,
-                             LLVMBuildLoad2(b, t, shared_slot(gen, slots, cpu_i64(gen, w)), ""));
+                             LLVMBuildLoad2(b, t, ptx_shared_element(gen, slots, cpu_i64(gen, w)), ""));
   return acc;
 }
 
