@@ -256,6 +256,21 @@ static void emit_pack(CpuGen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef
   step_loop_end(gen, &s);
 }
 
+/* Opens the loop over k blocks of at most kc_max: at least one block, so
+ * that k = 0 stores zeros. Returns the block's length (0 when k = 0) and in
+ * *accumulate whether it adds to C (every block but the first). */
+static LLVMValueRef begin_k_blocks(CpuGen *gen, CpuLoop *pc, LLVMValueRef k, int64_t kc_max,
+                                   LLVMValueRef *accumulate) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef zero = cpu_i64(gen, 0);
+  LLVMValueRef end = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, k, zero, ""), k,
+                                     cpu_i64(gen, 1), "");
+  step_loop_begin(gen, pc, end, kc_max);
+  LLVMValueRef kc = min64(gen, cpu_i64(gen, kc_max), LLVMBuildSub(b, k, pc->index, ""));
+  *accumulate = LLVMBuildICmp(b, LLVMIntSGT, pc->index, zero, "");
+  return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, kc, zero, ""), kc, zero, "");
+}
+
 /* Copies a rows x cols block between two row-major layouts. */
 static void emit_copy_block(CpuGen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef ldd,
                             LLVMValueRef src, LLVMValueRef lds, LLVMValueRef rows,
@@ -317,14 +332,7 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
   CpuLoop jc, pc, ic, jr, ir;
   step_loop_begin(gen, &jc, n, g.nc);
   LLVMValueRef nc = min64(gen, cpu_i64(gen, g.nc), LLVMBuildSub(b, n, jc.index, ""));
-  /* At least one k block, so that k = 0 stores zeros. */
-  LLVMValueRef kb_end = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, k, cpu_i64(gen, 0), ""), k,
-                                        one, "");
-  step_loop_begin(gen, &pc, kb_end, g.kc);
-  LLVMValueRef kc = min64(gen, cpu_i64(gen, g.kc), LLVMBuildSub(b, k, pc.index, ""));
-  kc = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, kc, cpu_i64(gen, 0), ""), kc,
-                       cpu_i64(gen, 0), "");
-  LLVMValueRef accumulate = LLVMBuildICmp(b, LLVMIntSGT, pc.index, cpu_i64(gen, 0), "");
+  LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, g.kc, &accumulate);
   /* B block (pc.., jc..): B(p, j) at p*sp + j*sq. */
   LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
   LLVMValueRef bsrc = cpu_element(gen, t, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
@@ -416,14 +424,7 @@ static LLVMValueRef emit_gemm_bf16(CpuGen *gen, bool ta, bool tb) {
   LLVMValueRef nc = min64(gen, cpu_i64(gen, g.nc), LLVMBuildSub(b, n, jc.index, ""));
   step_loop_begin(gen, &ic, m, g.mc);
   LLVMValueRef mc = min64(gen, cpu_i64(gen, g.mc), LLVMBuildSub(b, m, ic.index, ""));
-  /* At least one k block, so that k = 0 stores zeros. */
-  LLVMValueRef kb_end = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, k, cpu_i64(gen, 0), ""), k,
-                                        one, "");
-  step_loop_begin(gen, &pc, kb_end, g.kc);
-  LLVMValueRef kc = min64(gen, cpu_i64(gen, g.kc), LLVMBuildSub(b, k, pc.index, ""));
-  kc = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, kc, cpu_i64(gen, 0), ""), kc,
-                       cpu_i64(gen, 0), "");
-  LLVMValueRef accumulate = LLVMBuildICmp(b, LLVMIntSGT, pc.index, cpu_i64(gen, 0), "");
+  LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, g.kc, &accumulate);
   LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
   LLVMValueRef bsrc = cpu_element(gen, gen->i16, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
   emit_pack(gen, t, bpack, bsrc, kc, nc, bsp, bsq, (int)nr, !tb, true);
