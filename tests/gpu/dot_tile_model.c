@@ -105,6 +105,52 @@ typedef struct Dot {
   bool ta, tb;
 } Dot;
 
+/* How the emitter stages a block's k step: A as [BM][as_stride] (row,
+ * k), B as [BK][bs_stride] (k, column) or, b_by_column, [BN][bs_stride]
+ * (column, k); each value through `value` (tf32 rounding, or none for
+ * bf16 inputs that are bf16 values already). */
+typedef struct Staging {
+  int64_t as_stride, bs_stride;
+  bool b_by_column;
+  float (*value)(float);
+} Staging;
+
+static float as_is(float x) { return x; }
+
+static const Staging TF32_STAGING = {PTX_DOT_AS_STRIDE, PTX_DOT_BS_STRIDE, false, tf32};
+static const Staging BF16_STAGING = {PTX_DOT16_AS_STRIDE, PTX_DOT16_BS_STRIDE, true, as_is};
+
+/* Every thread's staging loads for the k step at p0 of the block at
+ * (row0, col0), by the header's formulas. Cells no thread stages stay NaN,
+ * so reading one poisons C. */
+static void stage(const Dot *d, const Staging *st, const float *A, const float *B, int64_t row0,
+                  int64_t col0, int64_t p0, int64_t a_base, int64_t b_base, float *as,
+                  size_t as_len, float *bs, size_t bs_len) {
+  for (size_t i = 0; i < as_len; i++) as[i] = NAN;
+  for (size_t i = 0; i < bs_len; i++) bs[i] = NAN;
+  for (int64_t tid = 0; tid < PTX_DOT_THREADS; tid++) {
+    for (int s = 0; s < PTX_DOT_A_STEPS; s++) {
+      int64_t e = tid + (int64_t)s * PTX_DOT_THREADS;
+      int64_t slow = e / ptx_dot_a_inner(d->ta), fast = e % ptx_dot_a_inner(d->ta);
+      int64_t r = d->ta ? fast : slow, kk = d->ta ? slow : fast;
+      int64_t gi = row0 + r, gp = p0 + kk;
+      bool ok = gi < d->m && gp < d->k;
+      int64_t index = a_base + (d->ta ? gp * d->m + gi : gi * d->k + gp);
+      as[r * st->as_stride + kk] = ok ? st->value(A[index]) : 0.0f;
+    }
+    for (int s = 0; s < PTX_DOT_B_STEPS; s++) {
+      int64_t e = tid + (int64_t)s * PTX_DOT_THREADS;
+      int64_t slow = e / ptx_dot_b_inner(d->tb), fast = e % ptx_dot_b_inner(d->tb);
+      int64_t c = d->tb ? slow : fast, kk = d->tb ? fast : slow;
+      int64_t gj = col0 + c, gp = p0 + kk;
+      bool ok = gj < d->n && gp < d->k;
+      int64_t index = b_base + (d->tb ? gj * d->k + gp : gp * d->n + gj);
+      bs[st->b_by_column ? c * st->bs_stride + kk : kk * st->bs_stride + c] =
+          ok ? st->value(B[index]) : 0.0f;
+    }
+  }
+}
+
 /* The emitter's kernel, thread by thread (its emit_tiled, stage, multiply). */
 static void model(const Dot *d, const float *A, const float *B, float *C) {
   static float acc[PTX_DOT_THREADS][TM][TN][4];
@@ -118,29 +164,8 @@ static void model(const Dot *d, const float *A, const float *B, float *C) {
     memset(acc, 0, sizeof acc);
     for (int64_t step = 0; step < ptx_dot_tiles(d->k, PTX_DOT_BK); step++) {
       int64_t p0 = step * PTX_DOT_BK;
-      /* Cells no thread stages stay NaN, so reading one poisons C. */
-      for (size_t i = 0; i < sizeof as / sizeof *as; i++) as[i] = NAN;
-      for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) bs[i] = NAN;
-      for (int64_t tid = 0; tid < PTX_DOT_THREADS; tid++) {
-        for (int s = 0; s < PTX_DOT_A_STEPS; s++) {
-          int64_t e = tid + (int64_t)s * PTX_DOT_THREADS;
-          int64_t slow = e / ptx_dot_a_inner(d->ta), fast = e % ptx_dot_a_inner(d->ta);
-          int64_t r = d->ta ? fast : slow, kk = d->ta ? slow : fast;
-          int64_t gi = row0 + r, gp = p0 + kk;
-          bool ok = gi < d->m && gp < d->k;
-          int64_t index = a_base + (d->ta ? gp * d->m + gi : gi * d->k + gp);
-          as[r * PTX_DOT_AS_STRIDE + kk] = ok ? tf32(A[index]) : 0.0f;
-        }
-        for (int s = 0; s < PTX_DOT_B_STEPS; s++) {
-          int64_t e = tid + (int64_t)s * PTX_DOT_THREADS;
-          int64_t slow = e / ptx_dot_b_inner(d->tb), fast = e % ptx_dot_b_inner(d->tb);
-          int64_t c = d->tb ? slow : fast, kk = d->tb ? fast : slow;
-          int64_t gj = col0 + c, gp = p0 + kk;
-          bool ok = gj < d->n && gp < d->k;
-          int64_t index = b_base + (d->tb ? gj * d->k + gp : gp * d->n + gj);
-          bs[kk * PTX_DOT_BS_STRIDE + c] = ok ? tf32(B[index]) : 0.0f;
-        }
-      }
+      stage(d, &TF32_STAGING, A, B, row0, col0, p0, a_base, b_base, as, sizeof as / sizeof *as, bs,
+            sizeof bs / sizeof *bs);
       for (int64_t warp = 0; warp < PTX_DOT_THREADS / 32; warp++)
         for (int ks = 0; ks < PTX_DOT_BK; ks += PTX_MMA_K) {
           static float fa[TM][32][4], fb[TN][32][2], fc[32][4];
@@ -199,28 +224,8 @@ static void model16(const Dot *d, const float *A, const float *B, float *C) {
     memset(acc, 0, sizeof acc);
     for (int64_t step = 0; step < ptx_dot_tiles(d->k, PTX_DOT_BK); step++) {
       int64_t p0 = step * PTX_DOT_BK;
-      for (size_t i = 0; i < sizeof as / sizeof *as; i++) as[i] = NAN;
-      for (size_t i = 0; i < sizeof bs / sizeof *bs; i++) bs[i] = NAN;
-      for (int64_t tid = 0; tid < PTX_DOT_THREADS; tid++) {
-        for (int s = 0; s < PTX_DOT_A_STEPS; s++) {
-          int64_t e = tid + (int64_t)s * PTX_DOT_THREADS;
-          int64_t slow = e / ptx_dot_a_inner(d->ta), fast = e % ptx_dot_a_inner(d->ta);
-          int64_t r = d->ta ? fast : slow, kk = d->ta ? slow : fast;
-          int64_t gi = row0 + r, gp = p0 + kk;
-          bool ok = gi < d->m && gp < d->k;
-          int64_t index = a_base + (d->ta ? gp * d->m + gi : gi * d->k + gp);
-          as[r * PTX_DOT16_AS_STRIDE + kk] = ok ? A[index] : 0.0f;
-        }
-        for (int s = 0; s < PTX_DOT_B_STEPS; s++) {
-          int64_t e = tid + (int64_t)s * PTX_DOT_THREADS;
-          int64_t slow = e / ptx_dot_b_inner(d->tb), fast = e % ptx_dot_b_inner(d->tb);
-          int64_t c = d->tb ? slow : fast, kk = d->tb ? fast : slow;
-          int64_t gj = col0 + c, gp = p0 + kk;
-          bool ok = gj < d->n && gp < d->k;
-          int64_t index = b_base + (d->tb ? gj * d->k + gp : gp * d->n + gj);
-          bs[c * PTX_DOT16_BS_STRIDE + kk] = ok ? B[index] : 0.0f;
-        }
-      }
+      stage(d, &BF16_STAGING, A, B, row0, col0, p0, a_base, b_base, as, sizeof as / sizeof *as, bs,
+            sizeof bs / sizeof *bs);
       for (int64_t warp = 0; warp < PTX_DOT_THREADS / 32; warp++)
         for (int ks = 0; ks < PTX_DOT_BK; ks += PTX_MMA16_K) {
           static float fa[TM][32][8], fb[TN][32][4], fc[32][4];
