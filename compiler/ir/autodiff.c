@@ -63,7 +63,9 @@ GraphId autodiff_value(AutodiffContext *ctx, GraphId id) {
   const GraphNode *n = graph_node(ctx->g, id);
   int count = n->num_inputs;
   GraphId inputs[3]; /* regenerable ops have at most three inputs */
-  for (int i = 0; i < count; i++) inputs[i] = autodiff_value(ctx, n->inputs[i]);
+  /* Ids first: regenerating an input adds nodes, which may move n. */
+  for (int i = 0; i < count; i++) inputs[i] = n->inputs[i];
+  for (int i = 0; i < count; i++) inputs[i] = autodiff_value(ctx, inputs[i]);
   /* Same op and attributes, so a random node keeps its seed and stream and
    * produces the same bits as its forward twin. */
   ctx->regenerated[id] = graph_copy_node(ctx->g, ctx->g, id, inputs);
