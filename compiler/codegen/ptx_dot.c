@@ -146,11 +146,27 @@ static LLVMValueRef shared_word(CpuGen *gen, LLVMValueRef array, LLVMValueRef i)
   return v;
 }
 
+/* One mma `intrinsic` per warp tile (mi, ni): A fragment fa[mi] (4
+ * registers), B fragment fb[ni] (2), accumulating into acc[mi][ni]. */
+static void issue_mma(CpuGen *gen, const char *intrinsic, LLVMValueRef fa[MMA_TILES_M][4],
+                      LLVMValueRef fb[MMA_TILES_N][2],
+                      LLVMValueRef acc[MMA_TILES_M][MMA_TILES_N][4]) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef f32 = LLVMFloatTypeInContext(gen->context);
+  for (int mi = 0; mi < MMA_TILES_M; mi++)
+    for (int ni = 0; ni < MMA_TILES_N; ni++) {
+      LLVMValueRef args[10] = {fa[mi][0], fa[mi][1], fa[mi][2], fa[mi][3], fb[ni][0], fb[ni][1]};
+      for (int i = 0; i < 4; i++)
+        args[6 + i] = LLVMBuildLoad2(b, f32, acc[mi][ni][i], "");
+      LLVMValueRef d = cpu_intrinsic(gen, intrinsic, NULL, 0, args, 10);
+      for (int i = 0; i < 4; i++)
+        LLVMBuildStore(b, LLVMBuildExtractValue(b, d, (unsigned)i, ""), acc[mi][ni][i]);
+    }
+}
+
 /* bf16: one mma.m16n8k16 per tile over the staged step (BK = 16). */
 static void multiply_bf16(CpuGen *gen, const DotTile *t,
                           LLVMValueRef acc[MMA_TILES_M][MMA_TILES_N][4]) {
-  LLVMBuilderRef b = gen->builder;
-  LLVMTypeRef f32 = LLVMFloatTypeInContext(gen->context);
   for (int ks = 0; ks < PTX_DOT_BK; ks += PTX_MMA16_K) {
     LLVMValueRef fa[MMA_TILES_M][4], fb[MMA_TILES_N][2];
     LLVMValueRef quad2 = mul(gen, t->quad, 2);
@@ -167,15 +183,7 @@ static void multiply_bf16(CpuGen *gen, const DotTile *t,
         LLVMValueRef c = add(gen, t->warp_col, addc(gen, t->group, ni * PTX_MMA_N));
         fb[ni][r] = shared_word(gen, t->bs, add(gen, mul(gen, c, PTX_DOT16_BS_STRIDE), kk));
       }
-    for (int mi = 0; mi < MMA_TILES_M; mi++)
-      for (int ni = 0; ni < MMA_TILES_N; ni++) {
-        LLVMValueRef args[10] = {fa[mi][0], fa[mi][1], fa[mi][2], fa[mi][3], fb[ni][0], fb[ni][1]};
-        for (int i = 0; i < 4; i++)
-          args[6 + i] = LLVMBuildLoad2(b, f32, acc[mi][ni][i], "");
-        LLVMValueRef d = cpu_intrinsic(gen, "llvm.nvvm.mma.m16n8k16.row.col.bf16", NULL, 0, args, 10);
-        for (int i = 0; i < 4; i++)
-          LLVMBuildStore(b, LLVMBuildExtractValue(b, d, (unsigned)i, ""), acc[mi][ni][i]);
-      }
+    issue_mma(gen, "llvm.nvvm.mma.m16n8k16.row.col.bf16", fa, fb, acc);
   }
 }
 
@@ -186,8 +194,6 @@ static void multiply(CpuGen *gen, const DotTile *t, LLVMValueRef acc[MMA_TILES_M
     multiply_bf16(gen, t, acc);
     return;
   }
-  LLVMBuilderRef b = gen->builder;
-  LLVMTypeRef f32 = LLVMFloatTypeInContext(gen->context);
   for (int ks = 0; ks < PTX_DOT_BK; ks += PTX_MMA_K) {
     LLVMValueRef fa[MMA_TILES_M][4], fb[MMA_TILES_N][2];
     for (int mi = 0; mi < MMA_TILES_M; mi++)
@@ -202,15 +208,7 @@ static void multiply(CpuGen *gen, const DotTile *t, LLVMValueRef acc[MMA_TILES_M
         LLVMValueRef c = add(gen, t->warp_col, addc(gen, t->group, ni * PTX_MMA_N));
         fb[ni][i] = shared_load(gen, t->bs, add(gen, mul(gen, kk, PTX_DOT_BS_STRIDE), c));
       }
-    for (int mi = 0; mi < MMA_TILES_M; mi++)
-      for (int ni = 0; ni < MMA_TILES_N; ni++) {
-        LLVMValueRef args[10] = {fa[mi][0], fa[mi][1], fa[mi][2], fa[mi][3], fb[ni][0], fb[ni][1]};
-        for (int i = 0; i < 4; i++)
-          args[6 + i] = LLVMBuildLoad2(b, f32, acc[mi][ni][i], "");
-        LLVMValueRef d = cpu_intrinsic(gen, "llvm.nvvm.mma.m16n8k8.row.col.tf32", NULL, 0, args, 10);
-        for (int i = 0; i < 4; i++)
-          LLVMBuildStore(b, LLVMBuildExtractValue(b, d, (unsigned)i, ""), acc[mi][ni][i]);
-      }
+    issue_mma(gen, "llvm.nvvm.mma.m16n8k8.row.col.tf32", fa, fb, acc);
   }
 }
 
