@@ -294,6 +294,15 @@ static LLVMValueRef declare_scratch(CpuGen *gen) {
   return fn;
 }
 
+/* The module's micro-kernel for element type t (f32 or f64), emitted on
+ * first use: the f32 and bf16 GEMMs share the f32 one. */
+static LLVMValueRef micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeometry *g) {
+  char name[64];
+  snprintf(name, sizeof name, "tfm_gemm_micro_%s", t == gen->f64 ? "f64" : "f32");
+  LLVMValueRef micro = LLVMGetNamedFunction(gen->module, name);
+  return micro ? micro : emit_micro_kernel(gen, t, g, name);
+}
+
 /* void gemm(T *c, T *a, T *b, i64 m, i64 n, i64 k, i64 lda, i64 ldb, i64 ldc):
  * c[i*ldc + j] = sum_p A(i, p) B(p, j), A(i, p) = a[ta ? p*lda + i : i*lda + p],
  * B(p, j) = b[tb ? j*ldb + p : p*ldb + j]. */
@@ -302,17 +311,13 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
   GemmGeometry g = geometry(gen, t);
   int64_t nr = (int64_t)g.nv * g.lanes;
-  const char *dt = t == gen->f64 ? "f64" : "f32";
   char name[64];
-  snprintf(name, sizeof name, "tfm_gemm_micro_%s", dt);
-  LLVMValueRef micro = LLVMGetNamedFunction(gen->module, name);
-  if (!micro)
-    micro = emit_micro_kernel(gen, t, &g, name);
+  LLVMValueRef micro = micro_kernel(gen, t, &g);
   LLVMTypeRef micro_type = LLVMGlobalGetValueType(micro);
 
   LLVMTypeRef tp = LLVMPointerType(t, 0);
   LLVMTypeRef params[9] = {tp, tp, tp, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64};
-  snprintf(name, sizeof name, "tfm_gemm_%s_%c%c", dt, ta ? 't' : 'n', tb ? 't' : 'n');
+  snprintf(name, sizeof name, "tfm_gemm_%s_%c%c", t == gen->f64 ? "f64" : "f32", ta ? 't' : 'n', tb ? 't' : 'n');
   LLVMValueRef fn = internal_function(gen, name, params, 9);
   LLVMValueRef c = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bm = LLVMGetParam(fn, 2);
   LLVMValueRef m = LLVMGetParam(fn, 3), n = LLVMGetParam(fn, 4), k = LLVMGetParam(fn, 5);
@@ -395,10 +400,7 @@ static LLVMValueRef emit_gemm_bf16(CpuGen *gen, bool ta, bool tb) {
   GemmGeometry g = geometry(gen, t);
   int64_t nr = (int64_t)g.nv * g.lanes;
   char name[64];
-  snprintf(name, sizeof name, "tfm_gemm_micro_f32");
-  LLVMValueRef micro = LLVMGetNamedFunction(gen->module, name);
-  if (!micro)
-    micro = emit_micro_kernel(gen, t, &g, name);
+  LLVMValueRef micro = micro_kernel(gen, t, &g);
   LLVMTypeRef micro_type = LLVMGlobalGetValueType(micro);
 
   LLVMTypeRef hp = LLVMPointerType(gen->i16, 0), tp = LLVMPointerType(t, 0);
