@@ -224,13 +224,25 @@ static int emit_code(const Graph *g, int form, const char *cpu, const BuildOptio
   return status;
 }
 
+/* Whether argument a is option `name`, given as `name VALUE` (which takes
+ * the next argument, advancing *i) or `name=VALUE`; *value is the value,
+ * NULL when the next argument is missing. */
+static bool valued_option(const char *a, const char *name, int argc, char **argv, int *i,
+                          const char **value) {
+  size_t n = strlen(name);
+  if (strncmp(a, name, n) || (a[n] && a[n] != '='))
+    return false;
+  *value = a[n] ? a + n + 1 : (*i + 1 < argc ? argv[++*i] : NULL);
+  return true;
+}
+
 int main(int argc, char **argv) {
   FrontOptions opt = {.training = 1};
   const char *command = NULL, *what = NULL;
   int train = 0, optimize = 1, dtype_given = 0;
   BuildOptions build = {.cpu = "native"};
   for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
+    const char *a = argv[i], *v;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       fputs(usage_text, stdout);
       return 0;
@@ -254,7 +266,7 @@ int main(int argc, char **argv) {
       build.header = argv[++i];
     } else if (!strcmp(a, "--target") || !strcmp(a, "--gpu-arch")) {
       if (i + 1 >= argc) return usage_error("%s needs an argument", a);
-      const char *v = argv[++i];
+      v = argv[++i];
       if (a[2] == 'g') {
         if (!ptx_arch_known(v)) return usage_error("--gpu-arch: unknown '%s' (sm_80, sm_90)", v);
         build.gpu_arch = v;
@@ -263,15 +275,13 @@ int main(int argc, char **argv) {
       } else {
         return usage_error("--target: unknown '%s' (cpu, cuda)", v);
       }
-    } else if (!strcmp(a, "--dtype") || !strncmp(a, "--dtype=", 8)) {
-      const char *v = a[7] ? a + 8 : (i + 1 < argc ? argv[++i] : NULL);
+    } else if (valued_option(a, "--dtype", argc, argv, &i, &v)) {
       if (!v) return usage_error("%s needs an argument", a);
       if (strcmp(v, "f32") && strcmp(v, "bf16"))
         return usage_error("--dtype: unknown '%s' (f32, bf16)", v);
       opt.bf16 = v[0] == 'b';
       dtype_given = 1;
-    } else if (!strcmp(a, "--gemm") || !strncmp(a, "--gemm=", 7)) {
-      const char *v = a[6] ? a + 7 : (i + 1 < argc ? argv[++i] : NULL);
+    } else if (valued_option(a, "--gemm", argc, argv, &i, &v)) {
       if (!v) return usage_error("%s needs an argument", a);
       if (strcmp(v, "generated") && strcmp(v, "cublas"))
         return usage_error("--gemm: unknown '%s' (generated, cublas)", v);
