@@ -78,8 +78,12 @@ static void compile_graph(Compiled *c) {
   c->lowered = NULL;
   if (c->graph) {
     stage = "internal error: planning";
-    c->plan = kernel_plan_build(c->graph, err, sizeof err);
+    Graph *recomputed = kernel_recompute(c->graph, NULL, err, sizeof err);
+    graph_free(c->graph);
+    c->graph = recomputed;
   }
+  if (c->graph)
+    c->plan = kernel_plan_build(c->graph, err, sizeof err);
   if (c->plan) {
     stage = "code generation for";
     char *ptx = NULL;

@@ -13,8 +13,10 @@ static double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
 static int print_graph(const char *name, Graph *lowered) {
   char err[256];
-  Graph *g = pass_standard(lowered, err, sizeof err);
+  Graph *optimised = pass_standard(lowered, err, sizeof err);
   graph_free(lowered);
+  Graph *g = optimised ? kernel_recompute(optimised, NULL, err, sizeof err) : NULL;
+  graph_free(optimised);
   KernelPlan *plan = g ? kernel_plan_build(g, err, sizeof err) : NULL;
   if (!plan) {
     diag_error_noloc("internal error: planning the %s graph: %s", name, err);

@@ -195,9 +195,11 @@ static int known_cpu(const char *cpu) {
 /* emit kernels | llvm | asm: the graph planned into kernels and compiled. */
 static int emit_code(const Graph *g, int form, const char *cpu, const BuildOptions *build) {
   char err[512];
-  KernelPlan *plan = kernel_plan_build(g, err, sizeof err);
+  Graph *recomputed = kernel_recompute(g, NULL, err, sizeof err);
+  KernelPlan *plan = recomputed ? kernel_plan_build(recomputed, err, sizeof err) : NULL;
   if (!plan) {
     fprintf(stderr, "tfmc: internal error: planning: %s\n", err);
+    graph_free(recomputed);
     return 1;
   }
   int status = 0;
@@ -221,6 +223,7 @@ static int emit_code(const Graph *g, int form, const char *cpu, const BuildOptio
     cpu_module_free(m);
   }
   kernel_plan_free(plan);
+  graph_free(recomputed);
   return status;
 }
 

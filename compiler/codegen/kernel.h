@@ -99,6 +99,14 @@ typedef struct KernelPlan {
   int64_t persistent_bytes, scratch_bytes;
 } KernelPlan;
 
+/* Copies cheap loop kernels whose output several loop kernels read into
+ * each of those kernels (kernel_recompute.c), so the value is recomputed
+ * where it is read instead of stored: run on the optimised graph before
+ * planning it. Returns a new graph (in is unchanged), or NULL with a
+ * message in err. When map is not NULL it receives the new id of every
+ * node of `in` (graph_count(in) entries; a copied node: its first copy). */
+Graph *kernel_recompute(const Graph *in, GraphId *map, char *err, size_t err_size);
+
 /* Plans `g` (which must outlive the plan). NULL with a message in err on
  * failure. */
 KernelPlan *kernel_plan_build(const Graph *g, char *err, size_t err_size);

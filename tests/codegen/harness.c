@@ -158,23 +158,34 @@ static void unload(Loaded *l) {
   unlink(l->library);
 }
 
-static void *address(const KernelPlan *plan, const tfm_arena *arena, GraphId id) {
-  const KernelBuffer *b = kernel_plan_buffer(plan, id);
+/* The compiled graph is the tested graph after kernel_recompute (which
+ * copies nodes): map takes a node of the tested graph to the plan's. */
+typedef struct Planned {
+  const KernelPlan *plan;
+  const GraphId *map;
+} Planned;
+
+static const KernelBuffer *buffer_of(const Planned *p, GraphId id) {
+  return kernel_plan_buffer(p->plan, p->map[id]);
+}
+
+static void *address(const Planned *p, const tfm_arena *arena, GraphId id) {
+  const KernelBuffer *b = buffer_of(p, id);
   return (b->region == KERNEL_PERSISTENT ? arena->persistent : arena->scratch) + b->offset;
 }
 
 /* The evaluator must store every leaf as the compiled code does. */
-static bool copy_leaves_in(const KernelPlan *plan, const tfm_arena *arena, EvalValues *ref) {
-  const Graph *g = plan->graph;
+static bool copy_leaves_in(const Planned *p, const Graph *g, const tfm_arena *arena,
+                           EvalValues *ref) {
   for (GraphId id = 0; id < graph_count(g); id++) {
-    if (plan->placement[id] != KERNEL_LEAF)
+    if (p->plan->placement[p->map[id]] != KERNEL_LEAF)
       continue;
     EvalTensor *t = eval_tensor(ref, id);
-    const KernelBuffer *b = kernel_plan_buffer(plan, id);
+    const KernelBuffer *b = buffer_of(p, id);
     if (b->storage == GRAPH_BF16 && t->dtype == GRAPH_F32) {
       /* A bf16 leaf holds bf16 values: round the evaluator's, store the bits. */
       float *values = t->data;
-      uint16_t *bits = address(plan, arena, id);
+      uint16_t *bits = address(p, arena, id);
       for (int64_t i = 0; i < t->numel; i++) {
         uint32_t u;
         values[i] = eval_bf16_round(values[i]);
@@ -185,7 +196,7 @@ static bool copy_leaves_in(const KernelPlan *plan, const tfm_arena *arena, EvalV
     }
     if (!CG_CHECK(t->dtype == b->storage))
       return false;
-    memcpy(address(plan, arena, id), t->data, (size_t)b->bytes);
+    memcpy(address(p, arena, id), t->data, (size_t)b->bytes);
   }
   return true;
 }
@@ -247,12 +258,12 @@ static EvalTensor error_scale(const GraphNode *node, EvalValues *ref) {
 
 /* worst: the largest error of a tensor held to the tolerance; rounded:
  * counts the tensors judged by options->rounding instead. */
-static bool same(const char *name, const char *what, const KernelPlan *plan, const tfm_arena *arena,
-                 EvalValues *ref, GraphId id, const CgRunOptions *options, double *worst,
-                 int *rounded) {
+static bool same(const char *name, const char *what, const Planned *p, const Graph *g,
+                 const tfm_arena *arena, EvalValues *ref, GraphId id, const CgRunOptions *options,
+                 double *worst, int *rounded) {
   EvalTensor *t = eval_tensor(ref, id);
-  const void *got = address(plan, arena, id);
-  GraphDtype storage = kernel_plan_buffer(plan, id)->storage;
+  const void *got = address(p, arena, id);
+  GraphDtype storage = buffer_of(p, id)->storage;
   double tol = options->tolerance;
   if (options->norm && t->dtype != GRAPH_I32) {
     double e = norm_error(t, got, storage);
@@ -275,7 +286,7 @@ static bool same(const char *name, const char *what, const KernelPlan *plan, con
     fprintf(stderr, "%s: %s (node %d): relative error %.3g in the 2-norm\n", name, what, id, e);
     return false;
   }
-  EvalTensor scale = error_scale(graph_node(plan->graph, id), ref);
+  EvalTensor scale = error_scale(graph_node(g, id), ref);
   bool ok = true;
   for (int64_t i = 0; ok && i < t->numel; i++) {
     double want = eval_tensor_get(t, i), have = compiled_at(got, storage, i);
@@ -306,7 +317,12 @@ static bool same(const char *name, const char *what, const KernelPlan *plan, con
 bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOptions *options) {
   int failures_before = cg_failures;
   char err[512];
-  KernelPlan *plan = kernel_plan_build(g, err, sizeof err);
+  GraphId *map = malloc(sizeof(GraphId) * (size_t)(graph_count(g) + 1));
+  Graph *compiled = map ? kernel_recompute(g, map, err, sizeof err) : NULL;
+  KernelPlan *plan = compiled ? kernel_plan_build(compiled, err, sizeof err) : NULL;
+  Planned planned = {plan, map};
+  if (!plan)
+    fprintf(stderr, "%s: planning: %s\n", name, err);
   Loaded loaded = {0};
   tfm_arena arena = {0};
   tfm_pool *pool = NULL;
@@ -334,13 +350,13 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
                                  (size_t)plan->scratch_bytes) == TFM_OK) ||
       !CG_CHECK(options->serial || tfm_pool_create(&pool, 2) == TFM_OK))
     goto done;
-  if (!copy_leaves_in(plan, &arena, ref))
+  if (!copy_leaves_in(&planned, g, &arena, ref))
     goto done;
   GraphId step = graph_find_leaf(g, "step");
   for (int s = 1; s <= options->steps; s++) {
     if (step != GRAPH_NONE) {
       eval_set(ref, step, 0, s);
-      *(int32_t *)address(plan, &arena, step) = s;
+      *(int32_t *)address(&planned, &arena, step) = s;
     }
     if (options->rounding) {
       if (step != GRAPH_NONE)
@@ -351,16 +367,16 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
     loaded.run(arena.persistent, arena.scratch, pool);
     bool ok = true;
     for (int i = 0; ok && i < graph_num_outputs(g); i++)
-      ok = same(name, graph_output_at(g, i).name, plan, &arena, ref, graph_output_at(g, i).node,
-                options, &worst, &rounded);
+      ok = same(name, graph_output_at(g, i).name, &planned, g, &arena, ref,
+                graph_output_at(g, i).node, options, &worst, &rounded);
     if (options->rounding)
       eval_apply_updates(options->rounding);
     eval_apply_updates(ref);
     loaded.update(arena.persistent, arena.scratch);
     for (int i = 0; ok && i < graph_num_updates(g); i++) {
       GraphId target = graph_update_at(g, i).target;
-      ok = same(name, graph_node(g, target)->attrs.name, plan, &arena, ref, target, options,
-                &worst, &rounded);
+      ok = same(name, graph_node(g, target)->attrs.name, &planned, g, &arena, ref, target,
+                options, &worst, &rounded);
     }
     if (!CG_CHECK(ok))
       break;
@@ -374,6 +390,8 @@ done:
   unload(&loaded);
   ptx_thread_plan_free(threads);
   kernel_plan_free(plan);
+  graph_free(compiled);
+  free(map);
   bool ok = cg_failures == failures_before;
   if (!run_compiled)
     printf("%s  %s (PTX accepted by ptxas for sm_80 and sm_90, no spills)\n", ok ? "ok  " : "FAIL",

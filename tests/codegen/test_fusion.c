@@ -19,6 +19,13 @@ static KernelPlan *plan_of(const Graph *g) {
   return plan;
 }
 
+static int plan_kernels(const Graph *g) {
+  KernelPlan *plan = plan_of(g);
+  int kernels = plan ? plan->num_kernels : -1;
+  kernel_plan_free(plan);
+  return kernels;
+}
+
 /* Checks the plan's shape, then compares it with the evaluator. */
 static void expect_plan(const char *name, Graph *g, int kernels, int functions,
                         int64_t scratch) {
@@ -253,12 +260,66 @@ static void printing(void) {
          cg_failures == failures_before ? "ok  " : "FAIL");
 }
 
+/* Kernels in the plan of `g` after kernel_recompute. */
+static int recomputed_kernels(const Graph *g) {
+  char err[256];
+  Graph *copied = kernel_recompute(g, NULL, err, sizeof err);
+  KernelPlan *plan = copied ? plan_of(copied) : NULL;
+  if (!CG_CHECK(plan != NULL))
+    fprintf(stderr, "kernel_recompute: %s\n", err);
+  int kernels = plan ? plan->num_kernels : -1;
+  kernel_plan_free(plan);
+  graph_free(copied);
+  return kernels;
+}
+
+/* y = f(x) read by a row reduction and by an elementwise output: stored
+ * once by a kernel of its own unless kernel_recompute copies f into both. */
+static void expect_copied(const char *name, Graph *g, GraphId x, GraphOp op, bool copied) {
+  GraphShape s = graph_node(g, x)->shape;
+  GraphId y = graph_unary(g, op, x);
+  GraphId sum = graph_reduce(g, GRAPH_OP_REDUCE_SUM, y, 1u << (s.rank - 1));
+  graph_output(g, "sum", sum);
+  graph_output(g, "z", graph_binary(g, GRAPH_OP_MUL, y, y));
+  int before = 3, after = copied ? 2 : 3;
+  bool ok = CG_CHECK(plan_kernels(g) == before) && CG_CHECK(recomputed_kernels(g) == after);
+  if (!ok)
+    fprintf(stderr, "%s: expected %d kernels, %d after recomputation\n", name, before, after);
+  cg_check_graph(name, g, NULL);
+}
+
+static void recomputation(void) {
+  Graph *g = graph_new();
+  expect_copied("a negation read by two kernels is recomputed in both", g,
+                graph_input(g, "x", GRAPH_F32, SHAPE(6, 37)), GRAPH_OP_NEG, true);
+  g = graph_new();
+  expect_copied("a tanh read by two kernels is stored", g,
+                graph_input(g, "x", GRAPH_F32, SHAPE(6, 37)), GRAPH_OP_TANH, false);
+  /* A broadcast row statistic: read again by each consumer, not stored. */
+  g = graph_new();
+  GraphId v = graph_input(g, "v", GRAPH_F64, SHAPE(5, 1));
+  expect_copied("a broadcast read by two kernels is recomputed in both", g,
+                graph_broadcast(g, v, SHAPE(5, 9)), GRAPH_OP_ABS, true);
+  /* Copying a product of four inputs into two kernels that read none of
+   * them moves more bytes than storing it. */
+  g = graph_new();
+  GraphId in[4];
+  for (int i = 0; i < 4; i++) {
+    char name[4] = {'a', (char)('0' + i), 0};
+    in[i] = graph_input(g, name, GRAPH_F32, SHAPE(6, 37));
+  }
+  GraphId p = graph_binary(g, GRAPH_OP_MUL, graph_binary(g, GRAPH_OP_MUL, in[0], in[1]),
+                           graph_binary(g, GRAPH_OP_MUL, in[2], in[3]));
+  expect_copied("a value of four inputs read by two kernels is stored", g, p, GRAPH_OP_NEG, false);
+}
+
 int main(void) {
   cg_start("codegen_fusion");
   softmax_rows();
   layernorm_rows();
   views_and_sharing();
   in_place();
+  recomputation();
   printing();
   return cg_finish("codegen_fusion");
 }

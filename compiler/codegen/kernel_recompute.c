@@ -1,0 +1,245 @@
+/* Recomputation across kernels. Kernel formation inlines a node only when
+ * every consumer is in one kernel, so a cheap value read by two loop
+ * kernels (a broadcast of a layernorm's statistics, x * 0.5 in a GELU that
+ * the backward pass reads again) is stored by a kernel of its own and read
+ * back twice. Here such a kernel is copied into each of its consumers'
+ * kernels instead, when that costs few operations per element and moves no
+ * more bytes than storing it: XLA's duplication of cheap producers.
+ *
+ * The choice needs the plan, so this plans the graph, copies the nodes of
+ * the chosen kernels once per consumer kernel and plans again, until no
+ * kernel is worth copying. A chosen kernel's producers and consumers wait
+ * for the next round, so the copies of one round never feed each other. */
+#include "kernel.h"
+#include "errbuf.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "rewrite.h"
+
+/* Per element of the copied value. An add or mul is 1, a division or
+ * square root 4, a transcendental 16: storing and reloading a float costs
+ * about as much as a few adds, not as a tanh. */
+#define MAX_COST 4
+#define MAX_COPIES 4
+#define MAX_ROUNDS 8
+
+static int op_cost(GraphOp op) {
+  switch (graph_op_kind(op)) {
+  case GRAPH_KIND_MOVEMENT: return 0;
+  case GRAPH_KIND_ELEMENTWISE: break;
+  default: return MAX_COST + 1; /* reductions, contractions, random: never */
+  }
+  switch (op) {
+  case GRAPH_OP_DIV:
+  case GRAPH_OP_RECIP:
+  case GRAPH_OP_SQRT:
+  case GRAPH_OP_RSQRT: return 4;
+  case GRAPH_OP_EXP:
+  case GRAPH_OP_LOG:
+  case GRAPH_OP_TANH:
+  case GRAPH_OP_SIN:
+  case GRAPH_OP_COS:
+  case GRAPH_OP_POW: return 16;
+  default: return 1;
+  }
+}
+
+typedef struct Choice {
+  int num_copies;          /* 0: the kernel stays */
+  int consumer[MAX_COPIES]; /* the consumer kernels, one copy each */
+} Choice;
+
+static bool has_arg(const Kernel *k, int buffer) {
+  for (int i = 0; i < k->num_args; i++)
+    if (k->args[i] == buffer)
+      return true;
+  return false;
+}
+
+/* The loop kernels other than `ki` that read its root, or false when some
+ * reader is not a loop kernel or there are too many. */
+static bool consumer_kernels(const KernelPlan *plan, int ki, Choice *c) {
+  const Graph *g = plan->graph;
+  GraphId root = plan->kernels[ki].root;
+  c->num_copies = 0;
+  for (GraphId id = root + 1; id < graph_count(g); id++) {
+    const GraphNode *n = graph_node(g, id);
+    KernelPlacement pl = plan->placement[id];
+    bool reads = false;
+    for (int i = 0; i < n->num_inputs; i++)
+      reads |= n->inputs[i] == root;
+    if (!reads || pl == KERNEL_UNUSED)
+      continue;
+    if ((pl != KERNEL_INLINED && pl != KERNEL_ROOT) ||
+        plan->kernels[plan->kernel_of[id]].kind != KERNEL_LOOP)
+      return false;
+    int kc = plan->kernel_of[id], j = 0;
+    while (j < c->num_copies && c->consumer[j] != kc)
+      j++;
+    if (j == c->num_copies) {
+      if (c->num_copies == MAX_COPIES)
+        return false;
+      c->consumer[c->num_copies++] = kc;
+    }
+  }
+  return true;
+}
+
+/* Whether copying kernel `ki` into each consumer moves no more bytes than
+ * storing its root once and reading it back in each. */
+static bool copying_pays(const KernelPlan *plan, int ki, const Choice *c) {
+  const Kernel *k = &plan->kernels[ki];
+  int64_t inputs = 0, out = plan->buffers[k->args[0]].bytes, copied = 0;
+  for (int a = 1; a < k->num_args; a++) {
+    int64_t bytes = plan->buffers[k->args[a]].bytes;
+    inputs += bytes;
+    for (int j = 0; j < c->num_copies; j++)
+      if (!has_arg(&plan->kernels[c->consumer[j]], k->args[a]))
+        copied += bytes;
+  }
+  return copied <= inputs + out * (1 + c->num_copies);
+}
+
+static bool is_interface_value(const Graph *g, GraphId id) {
+  for (int i = 0; i < graph_num_outputs(g); i++)
+    if (graph_output_at(g, i).node == id)
+      return true;
+  for (int i = 0; i < graph_num_updates(g); i++)
+    if (graph_update_at(g, i).value == id)
+      return true;
+  return false;
+}
+
+static bool worth_copying(const KernelPlan *plan, int ki, Choice *c) {
+  const Kernel *k = &plan->kernels[ki];
+  if (k->kind != KERNEL_LOOP || k->num_hoisted || is_interface_value(plan->graph, k->root))
+    return false;
+  int cost = 0;
+  for (int i = 0; i < k->num_nodes; i++)
+    cost += op_cost(graph_node(plan->graph, k->nodes[i])->op);
+  return cost <= MAX_COST && consumer_kernels(plan, ki, c) && c->num_copies >= 2 &&
+         copying_pays(plan, ki, c);
+}
+
+/* Chooses kernels to copy, none of them a producer or consumer of another;
+ * returns how many. */
+static int choose(const KernelPlan *plan, Choice *choice) {
+  const Graph *g = plan->graph;
+  bool *blocked = calloc((size_t)plan->num_kernels + 1, sizeof(bool));
+  if (!blocked)
+    return -1;
+  int chosen = 0;
+  for (int ki = 0; ki < plan->num_kernels; ki++) {
+    choice[ki].num_copies = 0;
+    Choice c;
+    if (blocked[ki] || !worth_copying(plan, ki, &c))
+      continue;
+    choice[ki] = c;
+    chosen++;
+    for (int j = 0; j < c.num_copies; j++)
+      blocked[c.consumer[j]] = true;
+    const Kernel *k = &plan->kernels[ki];
+    for (int i = 0; i < k->num_nodes; i++) {
+      const GraphNode *n = graph_node(g, k->nodes[i]);
+      for (int s = 0; s < n->num_inputs; s++) {
+        int producer = plan->kernel_of[n->inputs[s]];
+        if (producer >= 0 && producer != ki)
+          blocked[producer] = true;
+      }
+    }
+  }
+  free(blocked);
+  return chosen;
+}
+
+/* The copy of kernel node `x` that kernel `reader` reads, or -1 when `x`
+ * is not copied. */
+static int copy_for(const KernelPlan *plan, const Choice *choice, GraphId x, int reader) {
+  int kx = plan->kernel_of[x];
+  if (kx < 0 || !choice[kx].num_copies)
+    return -1;
+  for (int j = 0; j < choice[kx].num_copies; j++)
+    if (choice[kx].consumer[j] == reader)
+      return j;
+  return -1;
+}
+
+/* map[i] = round[map[i]]: the ids of the graph before all rounds in the
+ * graph after this one. */
+static void compose(GraphId *map, const GraphId *round, int count) {
+  for (int i = 0; map && i < count; i++)
+    map[i] = round[map[i]];
+}
+
+/* Rebuilds the graph with every node of a chosen kernel copied once per
+ * consumer kernel (copies[id * MAX_COPIES + j]) and each consumer reading
+ * its own copy. */
+static Graph *copy_kernels(const KernelPlan *plan, const Choice *choice, GraphId *map,
+                           int map_count, char *err, size_t err_size) {
+  const Graph *in = plan->graph;
+  PassRewrite r;
+  GraphId *copies = malloc(sizeof(GraphId) * (size_t)(graph_count(in) * MAX_COPIES + 1));
+  if (!copies || !pass_rewrite_begin(&r, in, err, err_size)) {
+    free(copies);
+    errbuf_set(err, err_size, "recomputation: out of memory");
+    return NULL;
+  }
+  for (GraphId id = 0; id < graph_count(in); id++) {
+    const GraphNode *n = graph_node(in, id);
+    int kid = plan->kernel_of[id];
+    const Choice *own = kid >= 0 ? &choice[kid] : NULL;
+    GraphId *inputs = (GraphId *)pass_rewrite_inputs(&r, id);
+    if (own && own->num_copies) {
+      for (int j = 0; j < own->num_copies; j++) {
+        for (int s = 0; s < n->num_inputs; s++)
+          if (plan->kernel_of[n->inputs[s]] == kid)
+            inputs[s] = copies[n->inputs[s] * MAX_COPIES + j];
+        copies[id * MAX_COPIES + j] = graph_copy_node(r.out, in, id, inputs);
+      }
+      r.map[id] = copies[id * MAX_COPIES];
+      continue;
+    }
+    for (int s = 0; kid >= 0 && s < n->num_inputs; s++) {
+      int j = copy_for(plan, choice, n->inputs[s], kid);
+      if (j >= 0)
+        inputs[s] = copies[n->inputs[s] * MAX_COPIES + j];
+    }
+    r.map[id] = graph_copy_node(r.out, in, id, inputs);
+  }
+  free(copies);
+  compose(map, r.map, map_count);
+  return pass_rewrite_finish(&r, err, err_size);
+}
+
+static Graph *copy_graph(const Graph *in, GraphId *map, char *err, size_t err_size) {
+  PassRewrite r;
+  if (!pass_rewrite_begin(&r, in, err, err_size))
+    return NULL;
+  for (GraphId id = 0; id < graph_count(in); id++)
+    r.map[id] = pass_rewrite_copy(&r, id);
+  for (GraphId id = 0; map && id < graph_count(in); id++)
+    map[id] = r.map[id];
+  return pass_rewrite_finish(&r, err, err_size);
+}
+
+Graph *kernel_recompute(const Graph *in, GraphId *map, char *err, size_t err_size) {
+  Graph *g = copy_graph(in, map, err, err_size);
+  for (int round = 0; g && round < MAX_ROUNDS; round++) {
+    KernelPlan *plan = kernel_plan_build(g, err, err_size);
+    Choice *choice = plan ? malloc(sizeof(Choice) * (size_t)(plan->num_kernels + 1)) : NULL;
+    int chosen = choice ? choose(plan, choice) : -1;
+    Graph *next =
+        chosen > 0 ? copy_kernels(plan, choice, map, graph_count(in), err, err_size) : NULL;
+    if (chosen < 0 && plan)
+      errbuf_set(err, err_size, "recomputation: out of memory");
+    free(choice);
+    kernel_plan_free(plan);
+    if (chosen == 0)
+      return g;
+    graph_free(g);
+    g = next;
+  }
+  return g;
+}
