@@ -306,10 +306,12 @@ static bool build_training(Graph *g, const CheckedModel *m, const GraphId *map) 
 }
 
 /* Replaces g by pass(g) unless g has failed, composing *map (NULL: the
- * identity) with the pass's id map; a failure is recorded in g. */
+ * identity) with the pass's id map; a failure is recorded in g. *map has
+ * an entry for each of the `traced` nodes of the graph before the first
+ * pass, however many nodes the passes add. */
 static Graph *run_mapped_pass(Graph *g,
                               Graph *(*pass)(const Graph *, GraphId *, char *, size_t),
-                              const char *what, GraphId **map) {
+                              const char *what, GraphId **map, int traced) {
   if (graph_error(g)) return g;
   int n = graph_count(g);
   GraphId *step = malloc(sizeof(GraphId) * (size_t)(n ? n : 1));
@@ -322,7 +324,7 @@ static Graph *run_mapped_pass(Graph *g,
   }
   graph_free(g);
   if (*map) {
-    for (int i = 0; i < n; i++) (*map)[i] = step[(*map)[i]];
+    for (int i = 0; i < traced; i++) (*map)[i] = step[(*map)[i]];
     free(step);
   } else {
     *map = step;
@@ -349,8 +351,10 @@ Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model) {
    * is the only id held across the passes: `map` takes the trace's ids to
    * g's. */
   GraphId *map = NULL;
-  if (!opt->unfused_attention) g = run_mapped_pass(g, pass_attention, "pass_attention", &map);
-  if (o.bf16) g = run_mapped_pass(g, pass_autocast_bf16, "--dtype bf16", &map);
+  int traced = graph_count(g);
+  if (!opt->unfused_attention)
+    g = run_mapped_pass(g, pass_attention, "pass_attention", &map, traced);
+  if (o.bf16) g = run_mapped_pass(g, pass_autocast_bf16, "--dtype bf16", &map, traced);
   /* The checker accepted the program, so an IR error is a bug of ours. */
   if (!graph_error(g) && train) build_training(g, m, map);
   free(map);
