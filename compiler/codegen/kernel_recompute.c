@@ -46,9 +46,13 @@ static int op_cost(GraphOp op) {
   }
 }
 
+#define MAX_VIEWS 4
+
 typedef struct Choice {
-  int num_copies;          /* 0: the kernel stays */
+  int num_copies;           /* 0: the kernel stays */
   int consumer[MAX_COPIES]; /* the consumer kernels, one copy each */
+  int num_views;            /* reshapes of the root that share its buffer: copied too */
+  GraphId view[MAX_VIEWS];
 } Choice;
 
 static bool has_arg(const Kernel *k, int buffer) {
@@ -58,20 +62,36 @@ static bool has_arg(const Kernel *k, int buffer) {
   return false;
 }
 
-/* The loop kernels other than `ki` that read its root, or false when some
- * reader is not a loop kernel or there are too many. */
+/* Whether `x` is the root of kernel `ki` or one of its views in c. */
+static bool reads_root(const KernelPlan *plan, int ki, const Choice *c, GraphId x) {
+  if (x == plan->kernels[ki].root)
+    return true;
+  for (int v = 0; v < c->num_views; v++)
+    if (c->view[v] == x)
+      return true;
+  return false;
+}
+
+/* The loop kernels other than `ki` that read its root, directly or through
+ * views; false when some reader is not a loop kernel or there are too
+ * many. */
 static bool consumer_kernels(const KernelPlan *plan, int ki, Choice *c) {
   const Graph *g = plan->graph;
-  GraphId root = plan->kernels[ki].root;
-  c->num_copies = 0;
-  for (GraphId id = root + 1; id < graph_count(g); id++) {
+  c->num_copies = c->num_views = 0;
+  for (GraphId id = plan->kernels[ki].root + 1; id < graph_count(g); id++) {
     const GraphNode *n = graph_node(g, id);
     KernelPlacement pl = plan->placement[id];
     bool reads = false;
     for (int i = 0; i < n->num_inputs; i++)
-      reads |= n->inputs[i] == root;
+      reads |= reads_root(plan, ki, c, n->inputs[i]);
     if (!reads || pl == KERNEL_UNUSED)
       continue;
+    if (pl == KERNEL_VIEW) {
+      if (c->num_views == MAX_VIEWS)
+        return false;
+      c->view[c->num_views++] = id;
+      continue;
+    }
     if ((pl != KERNEL_INLINED && pl != KERNEL_ROOT) ||
         plan->kernels[plan->kernel_of[id]].kind != KERNEL_LOOP)
       return false;
@@ -123,13 +143,16 @@ static bool worth_copying(const KernelPlan *plan, int ki, Choice *c) {
          copying_pays(plan, ki, c);
 }
 
-/* Chooses kernels to copy, none of them a producer or consumer of another;
- * returns how many. */
-static int choose(const KernelPlan *plan, Choice *choice) {
+/* Chooses kernels to copy, none of them a producer or consumer of another,
+ * and sets owner[id] to the chosen kernel each copied node (the kernel's
+ * nodes and the root's views) belongs to, -1 elsewhere; returns how many. */
+static int choose(const KernelPlan *plan, Choice *choice, int *owner) {
   const Graph *g = plan->graph;
   bool *blocked = calloc((size_t)plan->num_kernels + 1, sizeof(bool));
   if (!blocked)
     return -1;
+  for (GraphId id = 0; id < graph_count(g); id++)
+    owner[id] = -1;
   int chosen = 0;
   for (int ki = 0; ki < plan->num_kernels; ki++) {
     choice[ki].num_copies = 0;
@@ -140,9 +163,12 @@ static int choose(const KernelPlan *plan, Choice *choice) {
     chosen++;
     for (int j = 0; j < c.num_copies; j++)
       blocked[c.consumer[j]] = true;
+    for (int v = 0; v < c.num_views; v++)
+      owner[c.view[v]] = ki;
     const Kernel *k = &plan->kernels[ki];
     for (int i = 0; i < k->num_nodes; i++) {
       const GraphNode *n = graph_node(g, k->nodes[i]);
+      owner[k->nodes[i]] = ki;
       for (int s = 0; s < n->num_inputs; s++) {
         int producer = plan->kernel_of[n->inputs[s]];
         if (producer >= 0 && producer != ki)
@@ -154,16 +180,12 @@ static int choose(const KernelPlan *plan, Choice *choice) {
   return chosen;
 }
 
-/* The copy of kernel node `x` that kernel `reader` reads, or -1 when `x`
- * is not copied. */
-static int copy_for(const KernelPlan *plan, const Choice *choice, GraphId x, int reader) {
-  int kx = plan->kernel_of[x];
-  if (kx < 0 || !choice[kx].num_copies)
-    return -1;
-  for (int j = 0; j < choice[kx].num_copies; j++)
-    if (choice[kx].consumer[j] == reader)
-      return j;
-  return -1;
+/* Which copy of chosen kernel `kx` kernel `reader` reads. */
+static int copy_for(const Choice *c, int reader) {
+  int j = 0;
+  while (j < c->num_copies - 1 && c->consumer[j] != reader)
+    j++;
+  return j;
 }
 
 /* map[i] = round[map[i]]: the ids of the graph before all rounds in the
@@ -173,11 +195,11 @@ static void compose(GraphId *map, const GraphId *round, int count) {
     map[i] = round[map[i]];
 }
 
-/* Rebuilds the graph with every node of a chosen kernel copied once per
- * consumer kernel (copies[id * MAX_COPIES + j]) and each consumer reading
- * its own copy. */
-static Graph *copy_kernels(const KernelPlan *plan, const Choice *choice, GraphId *map,
-                           int map_count, char *err, size_t err_size) {
+/* Rebuilds the graph with every node of a chosen kernel, and every view of
+ * its root, copied once per consumer kernel (copies[id * MAX_COPIES + j])
+ * and each consumer reading its own copy. */
+static Graph *copy_kernels(const KernelPlan *plan, const Choice *choice, const int *owner,
+                           GraphId *map, int map_count, char *err, size_t err_size) {
   const Graph *in = plan->graph;
   PassRewrite r;
   GraphId *copies = malloc(sizeof(GraphId) * (size_t)(graph_count(in) * MAX_COPIES + 1));
@@ -188,23 +210,24 @@ static Graph *copy_kernels(const KernelPlan *plan, const Choice *choice, GraphId
   }
   for (GraphId id = 0; id < graph_count(in); id++) {
     const GraphNode *n = graph_node(in, id);
-    int kid = plan->kernel_of[id];
-    const Choice *own = kid >= 0 ? &choice[kid] : NULL;
     GraphId *inputs = (GraphId *)pass_rewrite_inputs(&r, id);
-    if (own && own->num_copies) {
-      for (int j = 0; j < own->num_copies; j++) {
+    int own = owner[id];
+    if (own >= 0) {
+      for (int j = 0; j < choice[own].num_copies; j++) {
         for (int s = 0; s < n->num_inputs; s++)
-          if (plan->kernel_of[n->inputs[s]] == kid)
+          if (owner[n->inputs[s]] == own)
             inputs[s] = copies[n->inputs[s] * MAX_COPIES + j];
         copies[id * MAX_COPIES + j] = graph_copy_node(r.out, in, id, inputs);
       }
       r.map[id] = copies[id * MAX_COPIES];
       continue;
     }
-    for (int s = 0; kid >= 0 && s < n->num_inputs; s++) {
-      int j = copy_for(plan, choice, n->inputs[s], kid);
-      if (j >= 0)
-        inputs[s] = copies[n->inputs[s] * MAX_COPIES + j];
+    /* A reader of a copied root or view is in one of its consumer kernels
+     * (or dead, and then any copy will do). */
+    for (int s = 0; s < n->num_inputs; s++) {
+      int kx = owner[n->inputs[s]];
+      if (kx >= 0)
+        inputs[s] = copies[n->inputs[s] * MAX_COPIES + copy_for(&choice[kx], plan->kernel_of[id])];
     }
     r.map[id] = graph_copy_node(r.out, in, id, inputs);
   }
@@ -229,11 +252,14 @@ Graph *kernel_recompute(const Graph *in, GraphId *map, char *err, size_t err_siz
   for (int round = 0; g && round < MAX_ROUNDS; round++) {
     KernelPlan *plan = kernel_plan_build(g, err, err_size);
     Choice *choice = plan ? malloc(sizeof(Choice) * (size_t)(plan->num_kernels + 1)) : NULL;
-    int chosen = choice ? choose(plan, choice) : -1;
-    Graph *next =
-        chosen > 0 ? copy_kernels(plan, choice, map, graph_count(in), err, err_size) : NULL;
+    int *owner = choice ? malloc(sizeof(int) * (size_t)(graph_count(g) + 1)) : NULL;
+    int chosen = owner ? choose(plan, choice, owner) : -1;
+    Graph *next = chosen > 0 ? copy_kernels(plan, choice, owner, map, graph_count(in), err,
+                                            err_size)
+                             : NULL;
     if (chosen < 0 && plan)
       errbuf_set(err, err_size, "recomputation: out of memory");
+    free(owner);
     free(choice);
     kernel_plan_free(plan);
     if (chosen == 0)

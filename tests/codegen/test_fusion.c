@@ -311,6 +311,16 @@ static void recomputation(void) {
   GraphId p = graph_binary(g, GRAPH_OP_MUL, graph_binary(g, GRAPH_OP_MUL, in[0], in[1]),
                            graph_binary(g, GRAPH_OP_MUL, in[2], in[3]));
   expect_copied("a value of four inputs read by two kernels is stored", g, p, GRAPH_OP_NEG, false);
+  /* Read through a reshape, which alone would be a view of the stored
+   * value: the reshape is copied with it. */
+  g = graph_new();
+  GraphId y = graph_unary(g, GRAPH_OP_NEG, graph_input(g, "x", GRAPH_F32, SHAPE(6, 4, 8)));
+  GraphId flat = graph_reshape(g, y, SHAPE(6, 32));
+  graph_output(g, "sum", graph_reduce(g, GRAPH_OP_REDUCE_SUM, flat, 2));
+  graph_output(g, "z", graph_binary(g, GRAPH_OP_MUL, flat, flat));
+  if (!CG_CHECK(plan_kernels(g) == 3) || !CG_CHECK(recomputed_kernels(g) == 2))
+    fprintf(stderr, "a negation read through a reshape: expected 3 kernels, 2 after\n");
+  cg_check_graph("a negation read through a reshape by two kernels is recomputed in both", g, NULL);
 }
 
 int main(void) {
