@@ -9,7 +9,9 @@
  * result depends only on the kernel's outer (row) loop: it is then computed
  * once per row before the inner loops ("hoisted"), which makes a softmax or
  * a layernorm row one kernel. Contractions and scatter_add are kernels of
- * their own over materialised operands.
+ * their own over materialised operands. Before planning, kernel_recompute
+ * copies a cheap kernel read by several loop kernels into each of them, so
+ * what the backward pass reads again is recomputed rather than stored.
  *
  * Kernels with the same structure (same ops, attributes, shapes and argument
  * types; only their buffers differ) share one function. */
