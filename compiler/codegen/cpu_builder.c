@@ -141,6 +141,22 @@ LLVMValueRef cpu_libcall(CpuGen *gen, const char *name, LLVMTypeRef result, LLVM
   return LLVMBuildCall2(gen->builder, fn_type, fn, args, (unsigned)num_args, "");
 }
 
+LLVMValueRef cpu_math_call(CpuGen *gen, const char *name, LLVMTypeRef type, LLVMValueRef *args,
+                           int num_args) {
+  LLVMTypeRef params[2] = {type, type};
+  LLVMValueRef call = cpu_libcall(gen, name, type, params, args, num_args);
+  /* As under -fno-math-errno: errno is never read, so the call is pure and
+   * LICM may hoist one whose argument is the same for a whole row. */
+  static const char *const pure[] = {"readnone", "nounwind", "willreturn"};
+  for (size_t i = 0; i < sizeof pure / sizeof pure[0]; i++) {
+    unsigned kind = LLVMGetEnumAttributeKindForName(pure[i], strlen(pure[i]));
+    if (kind) /* LLVM 16 spells readnone memory(none); without it the call stays opaque */
+      LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
+                               LLVMCreateEnumAttribute(gen->context, kind, 0));
+  }
+  return call;
+}
+
 LLVMValueRef cpu_element(CpuGen *gen, LLVMTypeRef element, LLVMValueRef base, LLVMValueRef index) {
   return LLVMBuildInBoundsGEP2(gen->builder, element, base, &index, 1, "");
 }

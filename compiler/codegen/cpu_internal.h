@@ -61,6 +61,9 @@ LLVMValueRef cpu_intrinsic(CpuGen *gen, const char *name, LLVMTypeRef *types, in
 /* Calls a C library function (declared on first use). */
 LLVMValueRef cpu_libcall(CpuGen *gen, const char *name, LLVMTypeRef result, LLVMTypeRef *params,
                          LLVMValueRef *args, int num_args);
+/* Calls a libm function of one or two `type` arguments, marked pure. */
+LLVMValueRef cpu_math_call(CpuGen *gen, const char *name, LLVMTypeRef type, LLVMValueRef *args,
+                           int num_args);
 
 /* expf / tanhf of an f32 as inline arithmetic (cpu_math.c), so that loops
  * over them vectorize. */
