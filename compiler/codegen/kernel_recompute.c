@@ -132,13 +132,62 @@ static bool is_interface_value(const Graph *g, GraphId id) {
   return false;
 }
 
-static bool worth_copying(const KernelPlan *plan, int ki, Choice *c) {
+static bool is_hoisted(const Kernel *k, GraphId id) {
+  for (int h = 0; h < k->num_hoisted; h++)
+    if (k->hoisted[h].node == id)
+      return true;
+  return false;
+}
+
+static int node_index(const Kernel *k, GraphId id) {
+  for (int i = 0; i < k->num_nodes; i++)
+    if (k->nodes[i] == id)
+      return i;
+  return -1;
+}
+
+/* Marks in copied[] (one flag per node of k) the nodes that a copy of k
+ * takes: all but its hoisted reductions and what only they read, which stay
+ * behind to be stored, one value a row (a softmax's max broadcast to two
+ * kernels: the broadcast is copied, the max stored). False when a copied
+ * node reads inside a reduction, which would then be stored whole. */
+static bool copied_part(const KernelPlan *plan, const Kernel *k, bool *copied) {
+  const Graph *g = plan->graph;
+  for (int i = 0; i < k->num_nodes; i++)
+    copied[i] = true;
+  for (int h = 0; h < k->num_hoisted; h++)
+    copied[node_index(k, k->hoisted[h].node)] = false;
+  /* Nodes come in id order: a reduction's inputs precede it. */
+  for (int i = k->num_nodes - 1; i >= 0; i--) {
+    if (copied[i])
+      continue;
+    const GraphNode *n = graph_node(g, k->nodes[i]);
+    for (int s = 0; s < n->num_inputs; s++) {
+      int at = node_index(k, n->inputs[s]);
+      if (at >= 0)
+        copied[at] = false;
+    }
+  }
+  for (int i = 0; i < k->num_nodes; i++) {
+    const GraphNode *n = graph_node(g, k->nodes[i]);
+    for (int s = 0; copied[i] && s < n->num_inputs; s++) {
+      int at = node_index(k, n->inputs[s]);
+      if (at >= 0 && !copied[at] && !is_hoisted(k, n->inputs[s]))
+        return false;
+    }
+  }
+  return true;
+}
+
+static bool worth_copying(const KernelPlan *plan, int ki, Choice *c, bool *copied) {
   const Kernel *k = &plan->kernels[ki];
-  if (k->kind != KERNEL_LOOP || k->num_hoisted || is_interface_value(plan->graph, k->root))
+  if (k->kind != KERNEL_LOOP || is_interface_value(plan->graph, k->root) ||
+      !copied_part(plan, k, copied))
     return false;
   int cost = 0;
   for (int i = 0; i < k->num_nodes; i++)
-    cost += op_cost(graph_node(plan->graph, k->nodes[i])->op);
+    if (copied[i])
+      cost += op_cost(graph_node(plan->graph, k->nodes[i])->op);
   return cost <= MAX_COST && consumer_kernels(plan, ki, c) && c->num_copies >= 2 &&
          copying_pays(plan, ki, c);
 }
@@ -148,16 +197,24 @@ static bool worth_copying(const KernelPlan *plan, int ki, Choice *c) {
  * nodes and the root's views) belongs to, -1 elsewhere; returns how many. */
 static int choose(const KernelPlan *plan, Choice *choice, int *owner) {
   const Graph *g = plan->graph;
+  int most = 1;
+  for (int ki = 0; ki < plan->num_kernels; ki++)
+    if (plan->kernels[ki].num_nodes > most)
+      most = plan->kernels[ki].num_nodes;
   bool *blocked = calloc((size_t)plan->num_kernels + 1, sizeof(bool));
-  if (!blocked)
+  bool *copied = malloc(sizeof(bool) * (size_t)most);
+  if (!blocked || !copied) {
+    free(blocked);
+    free(copied);
     return -1;
+  }
   for (GraphId id = 0; id < graph_count(g); id++)
     owner[id] = -1;
   int chosen = 0;
   for (int ki = 0; ki < plan->num_kernels; ki++) {
     choice[ki].num_copies = 0;
     Choice c;
-    if (blocked[ki] || !worth_copying(plan, ki, &c))
+    if (blocked[ki] || !worth_copying(plan, ki, &c, copied))
       continue;
     choice[ki] = c;
     chosen++;
@@ -168,6 +225,8 @@ static int choose(const KernelPlan *plan, Choice *choice, int *owner) {
     const Kernel *k = &plan->kernels[ki];
     for (int i = 0; i < k->num_nodes; i++) {
       const GraphNode *n = graph_node(g, k->nodes[i]);
+      if (!copied[i])
+        continue; /* stays, and becomes its own kernel's root */
       owner[k->nodes[i]] = ki;
       for (int s = 0; s < n->num_inputs; s++) {
         int producer = plan->kernel_of[n->inputs[s]];
@@ -177,6 +236,7 @@ static int choose(const KernelPlan *plan, Choice *choice, int *owner) {
     }
   }
   free(blocked);
+  free(copied);
   return chosen;
 }
 

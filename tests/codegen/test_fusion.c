@@ -260,17 +260,23 @@ static void printing(void) {
          cg_failures == failures_before ? "ok  " : "FAIL");
 }
 
-/* Kernels in the plan of `g` after kernel_recompute. */
-static int recomputed_kernels(const Graph *g) {
+/* Kernels (and scratch bytes) in the plan of `g` after kernel_recompute. */
+static int recomputed_kernels_scratch(const Graph *g, int64_t *scratch) {
   char err[256];
   Graph *copied = kernel_recompute(g, NULL, err, sizeof err);
   KernelPlan *plan = copied ? plan_of(copied) : NULL;
   if (!CG_CHECK(plan != NULL))
     fprintf(stderr, "kernel_recompute: %s\n", err);
   int kernels = plan ? plan->num_kernels : -1;
+  *scratch = plan ? plan->scratch_bytes : -1;
   kernel_plan_free(plan);
   graph_free(copied);
   return kernels;
+}
+
+static int recomputed_kernels(const Graph *g) {
+  int64_t scratch;
+  return recomputed_kernels_scratch(g, &scratch);
 }
 
 /* y = f(x) read by a row reduction and by an elementwise output: stored
@@ -321,6 +327,20 @@ static void recomputation(void) {
   if (!CG_CHECK(plan_kernels(g) == 3) || !CG_CHECK(recomputed_kernels(g) == 2))
     fprintf(stderr, "a negation read through a reshape: expected 3 kernels, 2 after\n");
   cg_check_graph("a negation read through a reshape by two kernels is recomputed in both", g, NULL);
+
+  /* A row max broadcast to two kernels: the broadcast is copied into both
+   * and the max alone is stored, 4 bytes a row instead of 4 * 37. */
+  g = graph_new();
+  GraphId x = graph_input(g, "x", GRAPH_F32, SHAPE(6, 37));
+  GraphId m = bcast(g, graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, 2), SHAPE(6, 37));
+  GraphId shifted = graph_binary(g, GRAPH_OP_SUB, x, m);
+  graph_output(g, "sum", graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_unary(g, GRAPH_OP_EXP, shifted), 2));
+  graph_output(g, "shifted", graph_binary(g, GRAPH_OP_MUL, shifted, shifted));
+  int64_t scratch;
+  if (!CG_CHECK(recomputed_kernels_scratch(g, &scratch) == 3) || !CG_CHECK(scratch == 64))
+    fprintf(stderr, "a broadcast row max: expected 3 kernels and the max alone stored "
+                    "(64 bytes), got %lld bytes\n", (long long)scratch);
+  cg_check_graph("a broadcast row max read by two kernels: the max alone is stored", g, NULL);
 }
 
 int main(void) {
