@@ -2,7 +2,9 @@
  * a graph with one dot, planned and compiled by the CPU backend (native),
  * loaded as a shared object and run through the runtime's pool; OpenBLAS
  * runs the same product (one cblas_sgemm per batch) on copies of the
- * operands. Runs alternate, medians are printed with GFLOP/s and the ratio.
+ * operands. Runs alternate, medians are printed with GFLOP/s and the ratio
+ * (OpenBLAS time / ours); "best" is the ratio of the fastest runs, which
+ * other load on the machine disturbs less.
  * usage: gemm_bench [ROUNDS [FILTER]]   (a benchmark, not a test: see bench/RESULTS.md);
  * FILTER runs only the cases whose name contains it. GEMM_BENCH_KEEP=1 keeps the
  * compiled case libraries in /tmp/tfm_gemm_bench_* so `perf report` can name
@@ -28,30 +30,43 @@ typedef struct Case {
   bool ta, tb;
   int64_t batch, m, n, k;
   bool a_batched, b_batched;
+  int per_step; /* how many times one gpt-small training step runs it */
 } Case;
 
-/* Square sizes, then the dots of one gpt-small training step (models/gpt.tfm
- * defaults: B=16, T=128, d=256, d_ff=1024, V=1024, h=4) as the train graph
- * has them (`tfmc emit graph --train`). */
+/* Square sizes; the dots of one gpt-small training step (models/gpt.tfm
+ * defaults: B=16, T=128, d=256, d_ff=1024, V=1024, h=4, L=4) as the train
+ * graph has them (`tfmc emit graph --train`, `tfmc emit kernels --train`):
+ * a [16, 128, d] activation times a shared weight is one [2048, d] GEMM
+ * (cpu_dot.c folds the batch into the rows, and OpenBLAS gets the same one
+ * call), the weight gradients contract over k = B*T; then batched products
+ * with both operands batched (one GEMM per batch for both). The gpt cases
+ * end with their sum weighted by per_step: the dots' share of a step. */
 static const Case cases[] = {
-    {"square 128", false, false, 1, 128, 128, 128, false, false},
-    {"square 256", false, false, 1, 256, 256, 256, false, false},
-    {"square 512", false, false, 1, 512, 512, 512, false, false},
-    {"square 1024", false, false, 1, 1024, 1024, 1024, false, false},
-    {"square 2048", false, false, 1, 2048, 2048, 2048, false, false},
-    {"x@w 16x[128x256]x[256x256]", false, false, 16, 128, 256, 256, true, false},
-    {"x@w 16x[128x256]x[256x1024]", false, false, 16, 128, 1024, 256, true, false},
-    {"x@w 16x[128x1024]x[1024x256]", false, false, 16, 128, 256, 1024, true, false},
-    {"dx nt 16x[128x1024]x[256x1024]^T", false, true, 16, 128, 256, 1024, true, false},
-    {"dx nt 16x[128x256]x[1024x256]^T", false, true, 16, 128, 1024, 256, true, false},
-    {"dw tn 16x[128x256]^Tx[128x1024]", true, false, 16, 256, 1024, 128, true, true},
-    {"dw tn 16x[128x1024]^Tx[128x256]", true, false, 16, 1024, 256, 128, true, true},
-    /* The same weight gradients as one contraction over k = B*T. */
-    {"dw k=2048 tn [2048x256]^Tx[2048x1024]", true, false, 1, 256, 1024, 2048, false, false},
-    {"dw k=2048 tn [2048x1024]^Tx[2048x256]", true, false, 1, 1024, 256, 2048, false, false},
-    {"scores nt 64x[128x64]x[128x64]^T", false, true, 64, 128, 128, 64, true, true},
-    {"context nn 64x[128x128]x[128x64]", false, false, 64, 128, 64, 128, true, true},
-    {"dp tn 64x[128x128]^Tx[128x64]", true, false, 64, 128, 64, 128, true, true},
+    {"square 128", false, false, 1, 128, 128, 128, false, false, 0},
+    {"square 256", false, false, 1, 256, 256, 256, false, false, 0},
+    {"square 512", false, false, 1, 512, 512, 512, false, false, 0},
+    {"square 1024", false, false, 1, 1024, 1024, 1024, false, false, 0},
+    {"square 2048", false, false, 1, 2048, 2048, 2048, false, false, 0},
+    /* q, k, v, out projections */
+    {"gpt nn [2048x256]x[256x256]", false, false, 1, 2048, 256, 256, false, false, 16},
+    /* FFN up */
+    {"gpt nn [2048x256]x[256x1024]", false, false, 1, 2048, 1024, 256, false, false, 4},
+    /* FFN down; the LM head's dx (g times the tied embedding) */
+    {"gpt nn [2048x1024]x[1024x256]", false, false, 1, 2048, 256, 1024, false, false, 5},
+    /* dx of the projections */
+    {"gpt nt [2048x256]x[256x256]^T", false, true, 1, 2048, 256, 256, false, false, 16},
+    /* dx of FFN down; the LM head (x times the embedding transposed) */
+    {"gpt nt [2048x256]x[1024x256]^T", false, true, 1, 2048, 1024, 256, false, false, 5},
+    /* dx of FFN up */
+    {"gpt nt [2048x1024]x[256x1024]^T", false, true, 1, 2048, 256, 1024, false, false, 4},
+    /* dW of the projections, of FFN up and the embedding (LM head), of FFN down */
+    {"gpt tn [2048x256]^Tx[2048x256]", true, false, 1, 256, 256, 2048, false, false, 16},
+    {"gpt tn [2048x256]^Tx[2048x1024]", true, false, 1, 256, 1024, 2048, false, false, 5},
+    {"gpt tn [2048x1024]^Tx[2048x256]", true, false, 1, 1024, 256, 2048, false, false, 4},
+    {"batched tn 16x[128x256]^Tx[128x1024]", true, false, 16, 256, 1024, 128, true, true, 0},
+    {"batched nt 64x[128x64]x[128x64]^T", false, true, 64, 128, 128, 64, true, true, 0},
+    {"batched nn 64x[128x128]x[128x64]", false, false, 64, 128, 64, 128, true, true, 0},
+    {"batched tn 64x[128x128]^Tx[128x64]", true, false, 64, 128, 64, 128, true, true, 0},
 };
 
 typedef void (*RunFn)(uint8_t *persistent, uint8_t *scratch, tfm_pool *pool);
@@ -152,8 +167,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   openblas_set_num_threads(2);
-  printf("%-38s %10s %10s %8s %8s %7s %9s\n", "case", "ours ms", "blas ms", "ours GF", "blas GF",
-         "ratio", "max rel");
+  double step_ours = 0, step_blas = 0, step_flops = 0;
+  printf("%-38s %10s %10s %8s %8s %7s %9s %7s\n", "case", "ours ms", "blas ms", "ours GF", "blas GF",
+         "ratio", "max rel", "best");
   for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
     const Case *cs = &cases[ci];
     if (!strstr(cs->name, filter))
@@ -200,15 +216,21 @@ int main(int argc, char **argv) {
     qsort(t_ours, (size_t)rounds, sizeof *t_ours, compare);
     qsort(t_blas, (size_t)rounds, sizeof *t_blas, compare);
     double mo = t_ours[(rounds - 1) / 2], mb = t_blas[(rounds - 1) / 2];
-    printf("%-38s %10.3f %10.3f %8.1f %8.1f %7.2f %9.1e\n", cs->name, 1e3 * mo, 1e3 * mb,
-           flops / mo * 1e-9, flops / mb * 1e-9, mb / mo, worst);
+    printf("%-38s %10.3f %10.3f %8.1f %8.1f %7.2f %9.1e %7.2f\n", cs->name, 1e3 * mo, 1e3 * mb,
+           flops / mo * 1e-9, flops / mb * 1e-9, mb / mo, worst, t_blas[0] / t_ours[0]);
     fflush(stdout);
+    step_ours += cs->per_step * mo, step_blas += cs->per_step * mb;
+    step_flops += cs->per_step * flops;
     free(a), free(b), free(c);
     tfm_arena_destroy(&ours.arena);
     dlclose(ours.handle);
     kernel_plan_free(plan);
     graph_free(g);
   }
+  if (step_ours > 0)
+    printf("%-38s %10.3f %10.3f %8.1f %8.1f %7.2f\n", "gpt step (sum x per_step)", 1e3 * step_ours,
+           1e3 * step_blas, step_flops / step_ours * 1e-9, step_flops / step_blas * 1e-9,
+           step_blas / step_ours);
   tfm_pool_destroy(pool);
   rmdir(dir);
   return 0;

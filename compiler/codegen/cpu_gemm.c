@@ -174,64 +174,149 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
   return fn;
 }
 
+/* One full sliver's w elements at one p: a <w x T> load where q is
+ * contiguous, w scalar loads (stride sq) otherwise; bf16 bits widened to f32
+ * element by element. */
+static LLVMValueRef load_sliver_row(CpuGen *gen, LLVMTypeRef t, LLVMTypeRef st, LLVMValueRef row,
+                                    LLVMValueRef sq, int w, bool q_contiguous, bool from_bf16) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef vt = LLVMVectorType(t, (unsigned)w);
+  if (q_contiguous && !from_bf16) {
+    LLVMValueRef x = LLVMBuildLoad2(b, vt, LLVMBuildBitCast(b, row, LLVMPointerType(vt, 0), ""), "");
+    LLVMSetAlignment(x, element_bytes(gen, t));
+    return x;
+  }
+  LLVMValueRef x = LLVMGetUndef(vt);
+  for (int i = 0; i < w; i++) {
+    LLVMValueRef e = load_at(gen, st, row, q_contiguous ? cpu_i64(gen, i) : mul(gen, cpu_i64(gen, i), sq));
+    x = LLVMBuildInsertElement(b, x, from_bf16 ? cpu_bf16_widen(gen, e) : e, cpu_i32(gen, i), "");
+  }
+  return x;
+}
+
+static void store_sliver_row(CpuGen *gen, LLVMTypeRef t, LLVMValueRef x, LLVMValueRef to) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef s = LLVMBuildStore(b, x, LLVMBuildBitCast(b, to, LLVMPointerType(LLVMTypeOf(x), 0), ""));
+  LLVMSetAlignment(s, element_bytes(gen, t));
+}
+
+/* The 4 x 4 transpose of rows r[0..3] (<4 x T> each): c[j][i] = r[i][j]. */
+static void transpose4(CpuGen *gen, LLVMValueRef r[4], LLVMValueRef c[4]) {
+  LLVMBuilderRef b = gen->builder;
+  static const int lo[4] = {0, 4, 1, 5}, hi[4] = {2, 6, 3, 7};
+  static const int first[4] = {0, 1, 4, 5}, second[4] = {2, 3, 6, 7};
+  LLVMValueRef mask[4][4];
+  for (int i = 0; i < 4; i++) {
+    mask[0][i] = cpu_i32(gen, lo[i]), mask[1][i] = cpu_i32(gen, hi[i]);
+    mask[2][i] = cpu_i32(gen, first[i]), mask[3][i] = cpu_i32(gen, second[i]);
+  }
+  LLVMValueRef m[4];
+  for (int i = 0; i < 4; i++)
+    m[i] = LLVMConstVector(mask[i], 4);
+  LLVMValueRef t[4] = {LLVMBuildShuffleVector(b, r[0], r[1], m[0], ""),
+                       LLVMBuildShuffleVector(b, r[0], r[1], m[1], ""),
+                       LLVMBuildShuffleVector(b, r[2], r[3], m[0], ""),
+                       LLVMBuildShuffleVector(b, r[2], r[3], m[1], "")};
+  c[0] = LLVMBuildShuffleVector(b, t[0], t[2], m[2], "");
+  c[1] = LLVMBuildShuffleVector(b, t[0], t[2], m[3], "");
+  c[2] = LLVMBuildShuffleVector(b, t[1], t[3], m[2], "");
+  c[3] = LLVMBuildShuffleVector(b, t[1], t[3], m[3], "");
+}
+
+/* A full sliver whose q is strided and p contiguous (A of nn, B of nt),
+ * four p at a time: a <4 x T> load along p from each of the w sources,
+ * transposed four rows at a time into four packed rows. Element by element
+ * the loop vectorizer made this a gather (slow on this Xeon) and a
+ * scalar load per element, ~18% of the micro-kernel's time at k = 256.
+ * Covers p < len rounded down to a multiple of 4. */
+static void emit_pack_quads(CpuGen *gen, LLVMTypeRef t, LLVMValueRef out, LLVMValueRef in,
+                            LLVMValueRef len, LLVMValueRef sq, int w) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef vt = LLVMVectorType(t, 4), vp = LLVMPointerType(vt, 0);
+  unsigned align = element_bytes(gen, t);
+  CpuLoop p;
+  cpu_loop_begin(gen, &p, cpu_i64(gen, 0), LLVMBuildSDiv(b, len, cpu_i64(gen, 4), ""));
+  LLVMValueRef p0 = mul(gen, p.index, cpu_i64(gen, 4));
+  for (int g = 0; g < w; g += 4) {
+    LLVMValueRef r[4], c[4];
+    for (int i = 0; i < 4; i++) {
+      LLVMValueRef at = add(gen, mul(gen, cpu_i64(gen, g + i), sq), p0);
+      r[i] = LLVMBuildLoad2(b, vt, LLVMBuildBitCast(b, cpu_element(gen, t, in, at), vp, ""), "");
+      LLVMSetAlignment(r[i], align);
+    }
+    transpose4(gen, r, c);
+    for (int j = 0; j < 4; j++) {
+      LLVMValueRef at = add(gen, mul(gen, add(gen, p0, cpu_i64(gen, j)), cpu_i64(gen, w)),
+                            cpu_i64(gen, g));
+      LLVMValueRef x = LLVMBuildStore(b, c[j], LLVMBuildBitCast(b, cpu_element(gen, t, out, at), vp, ""));
+      LLVMSetAlignment(x, align);
+    }
+  }
+  cpu_loop_end(gen, &p);
+}
+
 /* Packs slivers of width w: dst[s*len*w + p*w + q] = src[p*sp + (s*w + q)*sq]
  * for s*w + q < count (p < len), zero beyond. `q_contiguous` says which
- * stride is 1, so the inner loop reads memory in order. With from_bf16
- * the source holds bf16 bits, widened to f32 as they are copied. */
+ * stride is 1, so the loops read memory in order. With from_bf16 the
+ * source holds bf16 bits, widened to f32 as they are copied. */
 static void emit_pack(CpuGen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef src,
                       LLVMValueRef len, LLVMValueRef count, LLVMValueRef sp, LLVMValueRef sq,
                       int w, bool q_contiguous, bool from_bf16) {
+  LLVMBuilderRef b = gen->builder;
   LLVMTypeRef st = from_bf16 ? gen->i16 : t; /* bf16 sources widen to f32 as they pack */
   LLVMValueRef W = cpu_i64(gen, w);
-  CpuLoop s, p, q;
-  step_loop_begin(gen, &s, count, w);
-  LLVMValueRef valid = min64(gen, W, LLVMBuildSub(gen->builder, count, s.index, ""));
-  LLVMValueRef out = cpu_element(gen, t, dst, mul(gen, s.index, len));
-  LLVMValueRef in = cpu_element(gen, st, src, mul(gen, s.index, sq));
-  /* A full sliver moves w elements per p as one <w x T> store (and, when q
+  LLVMValueRef full = LLVMBuildSDiv(b, count, W, "");
+  LLVMValueRef sliver = mul(gen, len, W); /* elements of one packed sliver */
+  /* Full slivers move w elements per p as one <w x T> store (and, when q
    * is contiguous, one load): left to the loop vectorizer, the strided
    * side of this copy became gathers and scatters, 14% of a 2048 GEMM's
-   * time (bench/RESULTS.md). A bf16 source is widened element by element
-   * into the vector. */
-  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(gen->builder));
-  LLVMBasicBlockRef fast = LLVMAppendBasicBlockInContext(gen->context, fn, "pack_full");
-  LLVMBasicBlockRef slow = LLVMAppendBasicBlockInContext(gen->context, fn, "pack_edge");
-  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(gen->context, fn, "pack_done");
-  LLVMBuildCondBr(gen->builder, LLVMBuildICmp(gen->builder, LLVMIntEQ, valid, W, ""), fast, slow);
-  LLVMPositionBuilderAtEnd(gen->builder, fast);
-  {
-    LLVMBuilderRef b = gen->builder;
-    LLVMTypeRef vt = LLVMVectorType(t, (unsigned)w);
-    LLVMTypeRef vp = LLVMPointerType(vt, 0);
-    unsigned align = element_bytes(gen, t);
+   * time (bench/RESULTS.md). Where q is contiguous the rows p are the
+   * outer loop: a row of the block is read once, in order, across all
+   * slivers. Sliver by sliver, each p was a new line sp elements on, a new
+   * 4 KiB page when sp >= 1024 f32 (B of an n = 1024 GEMM, A of a
+   * transposed one): out of reach of the prefetchers and all in one L1
+   * set, which made the packing half the micro-kernel's time. */
+  CpuLoop s, p, q;
+  if (q_contiguous) {
     cpu_loop_begin(gen, &p, cpu_i64(gen, 0), len);
-    LLVMValueRef row = cpu_element(gen, st, in, mul(gen, p.index, sp));
-    LLVMValueRef x;
-    if (q_contiguous && !from_bf16) {
-      x = LLVMBuildLoad2(b, vt, LLVMBuildBitCast(b, row, vp, ""), "");
-      LLVMSetAlignment(x, align);
-    } else {
-      x = LLVMGetUndef(vt);
-      for (int i = 0; i < w; i++) {
-        LLVMValueRef e = load_at(gen, st, row, mul(gen, cpu_i64(gen, i), sq));
-        x = LLVMBuildInsertElement(b, x, from_bf16 ? cpu_bf16_widen(gen, e) : e,
-                                   cpu_i32(gen, i), "");
-      }
-    }
-    LLVMValueRef stored = LLVMBuildStore(
-        b, x, LLVMBuildBitCast(b, cpu_element(gen, t, out, mul(gen, p.index, W)), vp, ""));
-    LLVMSetAlignment(stored, align);
+    LLVMValueRef row = cpu_element(gen, st, src, mul(gen, p.index, sp));
+    LLVMValueRef out = cpu_element(gen, t, dst, mul(gen, p.index, W));
+    cpu_loop_begin(gen, &s, cpu_i64(gen, 0), full);
+    LLVMValueRef x = load_sliver_row(gen, t, st, cpu_element(gen, st, row, mul(gen, s.index, W)),
+                                     sq, w, true, from_bf16);
+    store_sliver_row(gen, t, x, cpu_element(gen, t, out, mul(gen, s.index, sliver)));
+    cpu_loop_end(gen, &s);
     cpu_loop_end(gen, &p);
-    LLVMBuildBr(b, done);
+  } else {
+    cpu_loop_begin(gen, &s, cpu_i64(gen, 0), full);
+    LLVMValueRef in = cpu_element(gen, st, src, mul(gen, mul(gen, s.index, W), sq));
+    LLVMValueRef out = cpu_element(gen, t, dst, mul(gen, s.index, sliver));
+    LLVMValueRef p0 = cpu_i64(gen, 0);
+    if (!from_bf16 && w % 4 == 0) {
+      emit_pack_quads(gen, t, out, in, len, sq, w);
+      p0 = mul(gen, LLVMBuildSDiv(b, len, cpu_i64(gen, 4), ""), cpu_i64(gen, 4));
+    }
+    cpu_loop_begin(gen, &p, p0, len);
+    LLVMValueRef x = load_sliver_row(gen, t, st, cpu_element(gen, st, in, mul(gen, p.index, sp)),
+                                     sq, w, false, from_bf16);
+    store_sliver_row(gen, t, x, cpu_element(gen, t, out, mul(gen, p.index, W)));
+    cpu_loop_end(gen, &p);
+    cpu_loop_end(gen, &s);
   }
-  LLVMPositionBuilderAtEnd(gen->builder, slow);
+  /* The last sliver when count is not a multiple of w (this loop runs at
+   * most once): element by element, then its padding. */
+  LLVMValueRef slivers = LLVMBuildSDiv(b, add(gen, count, cpu_i64(gen, w - 1)), W, "");
+  cpu_loop_begin(gen, &s, full, slivers);
+  LLVMValueRef valid = LLVMBuildSub(b, count, mul(gen, s.index, W), "");
+  LLVMValueRef out = cpu_element(gen, t, dst, mul(gen, s.index, sliver));
+  LLVMValueRef in = cpu_element(gen, st, src, mul(gen, mul(gen, s.index, W), sq));
   if (q_contiguous) {
     cpu_loop_begin(gen, &p, cpu_i64(gen, 0), len);
     cpu_loop_begin(gen, &q, cpu_i64(gen, 0), valid);
     LLVMValueRef x = load_at(gen, st, in, add(gen, mul(gen, p.index, sp), q.index));
     if (from_bf16)
       x = cpu_bf16_widen(gen, x);
-    LLVMBuildStore(gen->builder, x, cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
+    LLVMBuildStore(b, x, cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
     cpu_loop_end(gen, &q);
     cpu_loop_end(gen, &p);
   } else {
@@ -240,20 +325,16 @@ static void emit_pack(CpuGen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef
     LLVMValueRef x = load_at(gen, st, in, add(gen, mul(gen, q.index, sq), p.index));
     if (from_bf16)
       x = cpu_bf16_widen(gen, x);
-    LLVMBuildStore(gen->builder, x, cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
+    LLVMBuildStore(b, x, cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
     cpu_loop_end(gen, &p);
     cpu_loop_end(gen, &q);
   }
-  /* The padding of the last sliver. */
   cpu_loop_begin(gen, &p, cpu_i64(gen, 0), len);
   cpu_loop_begin(gen, &q, valid, W);
-  LLVMBuildStore(gen->builder, LLVMConstNull(t),
-                 cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
+  LLVMBuildStore(b, LLVMConstNull(t), cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
   cpu_loop_end(gen, &q);
   cpu_loop_end(gen, &p);
-  LLVMBuildBr(gen->builder, done);
-  LLVMPositionBuilderAtEnd(gen->builder, done);
-  step_loop_end(gen, &s);
+  cpu_loop_end(gen, &s);
 }
 
 /* Opens the loop over k blocks of at most kc_max: at least one block, so

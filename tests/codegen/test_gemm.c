@@ -1,6 +1,7 @@
 /* The generated GEMM (compiler/codegen/cpu_gemm.c) against the evaluator:
  * every transpose combination on odd sizes (edge tiles in m and n, k = 1,
- * k past one k block, m past one row block, n past one column panel),
+ * k past one k block, m past one row block, n past one column panel, k
+ * not a multiple of the packing's four-step transposes),
  * batched and broadcast operands, f64, each with the AVX-512 geometry
  * (native here), the AVX2 one (x86-64-v3), with and without the thread pool.
  * The GEMM sums k ascending as the evaluator does but fuses each multiply
@@ -19,6 +20,11 @@ typedef struct Size {
 static const Size sizes[] = {
     {1, 1, 1},    {3, 17, 1},  {17, 63, 65}, {65, 129, 3}, {129, 65, 300},
     {63, 3, 129}, {450, 33, 17}, {5, 1030, 7}, {12, 32, 256}, {24, 64, 513},
+    /* The packing's paths: rows of the block read in order across slivers
+     * where the sliver's elements are contiguous, four k steps transposed at
+     * a time where they are strided, then the k steps left over (k blocks
+     * of 256 + 3, 4 x 256 + 6) and the part-filled last sliver. */
+    {37, 1027, 259}, {46, 70, 1030},
 };
 
 /* A [m, k] operand, or [k, m] when transposed. */
