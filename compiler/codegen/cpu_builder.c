@@ -141,6 +141,15 @@ LLVMValueRef cpu_libcall(CpuGen *gen, const char *name, LLVMTypeRef result, LLVM
   return LLVMBuildCall2(gen->builder, fn_type, fn, args, (unsigned)num_args, "");
 }
 
+LLVMValueRef cpu_mathcall(CpuGen *gen, const char *name, LLVMTypeRef result, LLVMTypeRef *params,
+                          LLVMValueRef *args, int num_args) {
+  LLVMValueRef call = cpu_libcall(gen, name, result, params, args, num_args);
+  /* Nothing generated reads errno, the only memory libm writes. */
+  static const char *const pure[] = {"readnone", "nounwind", "willreturn"};
+  cpu_add_attributes(gen, LLVMGetNamedFunction(gen->module, name), pure, 3);
+  return call;
+}
+
 LLVMValueRef cpu_element(CpuGen *gen, LLVMTypeRef element, LLVMValueRef base, LLVMValueRef index) {
   return LLVMBuildInBoundsGEP2(gen->builder, element, base, &index, 1, "");
 }

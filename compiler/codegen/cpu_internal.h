@@ -61,6 +61,11 @@ LLVMValueRef cpu_intrinsic(CpuGen *gen, const char *name, LLVMTypeRef *types, in
 /* Calls a C library function (declared on first use). */
 LLVMValueRef cpu_libcall(CpuGen *gen, const char *name, LLVMTypeRef result, LLVMTypeRef *params,
                          LLVMValueRef *args, int num_args);
+/* The same for a libm function, declared pure (readnone): a call on a
+ * loop-invariant value (a row's log-sum-exp) leaves the loop, and the
+ * loop can vectorize. */
+LLVMValueRef cpu_mathcall(CpuGen *gen, const char *name, LLVMTypeRef result, LLVMTypeRef *params,
+                          LLVMValueRef *args, int num_args);
 
 /* expf / tanhf of an f32 as inline arithmetic (cpu_math.c), so that loops
  * over them vectorize. */

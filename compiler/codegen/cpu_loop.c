@@ -115,7 +115,7 @@ static LLVMValueRef math1(Emitter *e, const char *f32_name, const char *f64_name
                           const GraphNode *n, LLVMValueRef x) {
   LLVMTypeRef t = cpu_type(e->gen, n->dtype);
   bool single = t == e->gen->f32;
-  return cpu_libcall(e->gen, single ? f32_name : f64_name, t, &t, &x, 1);
+  return cpu_mathcall(e->gen, single ? f32_name : f64_name, t, &t, &x, 1);
 }
 
 static LLVMValueRef is_nan(Emitter *e, LLVMValueRef x) {
@@ -179,7 +179,7 @@ static LLVMValueRef emit_binary(Emitter *e, const GraphNode *n, LLVMValueRef x, 
   case GRAPH_OP_POW: {
     LLVMTypeRef t = cpu_type(e->gen, n->dtype), params[2] = {t, t};
     LLVMValueRef args[2] = {x, y};
-    return cpu_libcall(e->gen, t == e->gen->f32 ? "powf" : "pow", t, params, args, 2);
+    return cpu_mathcall(e->gen, t == e->gen->f32 ? "powf" : "pow", t, params, args, 2);
   }
   case GRAPH_OP_CMPLT:
     bit = fl ? LLVMBuildFCmp(b, LLVMRealOLT, x, y, "") : LLVMBuildICmp(b, LLVMIntSLT, x, y, "");
