@@ -297,13 +297,82 @@ static LLVMValueRef reduction_step(Emitter *e, const GraphNode *n, LLVMValueRef 
   return cpu_reduction_step(e->gen, n, a, v);
 }
 
-/* Sums or maxes the input over the reduced axes at output index `at`; the
- * accumulation runs in row-major order, as the evaluator's does. */
+/* Row reductions on the CPU split the innermost reduced axis into
+ * ROW_LANES interleaved accumulators: lane l takes elements l, l + LANES,
+ * ... of each whole stretch of LANES, serially. The lanes are independent,
+ * so LLVM vectorizes the loop over them (the elementwise ops feeding the
+ * reduction included) and hides the add latency; they are then combined
+ * pairwise (lane i with lane i + half, halving), the remaining tail is
+ * added serially, and the row joins the accumulator of the outer reduced
+ * axes in row-major order. The order is fixed by the shape alone, so the
+ * result does not depend on the run or the thread count. */
+#define ROW_LANES_BYTES 128
+
+static int row_lanes(const Emitter *e, const GraphNode *n, const GraphNode *x) {
+  int inner = x->shape.rank - 1;
+  if (e->gen->gpu_threads || inner < 0 || !((n->attrs.axes >> inner) & 1u))
+    return 0;
+  int lanes = ROW_LANES_BYTES / (cpu_type(e->gen, n->dtype) == e->gen->f64 ? 8 : 4);
+  return x->shape.dims[inner] >= lanes ? lanes : 0;
+}
+
+/* The input's value at `in` with its innermost axis at `i`, in a loop body
+ * of its own (values memoised there do not outlive it). */
+static LLVMValueRef emit_row_element(Emitter *e, GraphId input, const Index *in, LLVMValueRef i) {
+  Index at = new_index(e, in->shape);
+  memcpy(at.axis, in->axis, sizeof at.axis);
+  at.axis[in->shape->rank - 1] = i;
+  return emit(e, input, &at);
+}
+
+/* The reduction over the innermost axis of `in` (its other axes set). */
+static LLVMValueRef emit_row_lanes(Emitter *e, const GraphNode *n, const Index *in, int lanes) {
+  CpuGen *gen = e->gen;
+  LLVMBuilderRef b = e->b;
+  LLVMTypeRef t = cpu_type(gen, n->dtype);
+  int64_t length = in->shape->dims[in->shape->rank - 1], whole = length / lanes * lanes;
+  LLVMValueRef acc = cpu_entry_alloca(gen, LLVMArrayType(t, (unsigned)lanes), "lanes");
+  acc = LLVMBuildBitCast(b, acc, LLVMPointerType(t, 0), "");
+  CpuLoop l, c;
+  cpu_loop_begin(gen, &l, cpu_i64(gen, 0), cpu_i64(gen, lanes));
+  LLVMBuildStore(b, reduction_init(e, n), cpu_element(gen, t, acc, l.index));
+  cpu_loop_end(gen, &l);
+  int mark = e->memo_count;
+  cpu_loop_begin(gen, &c, cpu_i64(gen, 0), cpu_i64(gen, whole));
+  cpu_loop_begin(gen, &l, cpu_i64(gen, 0), cpu_i64(gen, lanes));
+  LLVMValueRef v = emit_row_element(e, n->inputs[0], in, LLVMBuildAdd(b, c.index, l.index, ""));
+  LLVMValueRef slot = cpu_element(gen, t, acc, l.index);
+  LLVMBuildStore(b, reduction_step(e, n, LLVMBuildLoad2(b, t, slot, ""), v), slot);
+  e->memo_count = mark;
+  cpu_loop_end(gen, &l);
+  /* the chunk loop steps by `lanes`: cpu_loop_end adds one more */
+  c.index = LLVMBuildAdd(b, c.index, cpu_i64(gen, lanes - 1), "");
+  cpu_loop_end(gen, &c);
+  LLVMValueRef lane[ROW_LANES_BYTES / 4];
+  for (int i = 0; i < lanes; i++)
+    lane[i] = LLVMBuildLoad2(b, t, cpu_element(gen, t, acc, cpu_i64(gen, i)), "");
+  for (int half = lanes / 2; half > 0; half /= 2)
+    for (int i = 0; i < half; i++)
+      lane[i] = reduction_step(e, n, lane[i], lane[i + half]);
+  LLVMValueRef row = cpu_entry_alloca(gen, t, "row");
+  LLVMBuildStore(b, lane[0], row);
+  cpu_loop_begin(gen, &l, cpu_i64(gen, whole), cpu_i64(gen, length));
+  v = emit_row_element(e, n->inputs[0], in, l.index);
+  LLVMBuildStore(b, reduction_step(e, n, LLVMBuildLoad2(b, t, row, ""), v), row);
+  e->memo_count = mark;
+  cpu_loop_end(gen, &l);
+  return LLVMBuildLoad2(b, t, row, "");
+}
+
+/* Sums or maxes the input over the reduced axes at output index `at`: in
+ * row-major order, as the evaluator's does, except for the lanes of the
+ * innermost axis (above). */
 static LLVMValueRef emit_reduction(Emitter *e, GraphId id, Index *at) {
   CpuGen *gen = e->gen;
   const GraphNode *n = node_of(e, id);
   const GraphNode *x = node_of(e, n->inputs[0]);
   LLVMTypeRef t = cpu_type(gen, n->dtype);
+  int lanes = row_lanes(e, n, x), inner = x->shape.rank - 1;
   settle(e, at);
   LLVMValueRef acc = cpu_entry_alloca(gen, t, "acc");
   LLVMBuildStore(e->b, reduction_init(e, n), acc);
@@ -315,10 +384,12 @@ static LLVMValueRef emit_reduction(Emitter *e, GraphId id, Index *at) {
       in.axis[d] = at->axis[d];
       continue;
     }
+    if (lanes && d == inner)
+      continue;
     cpu_loop_begin(gen, &loops[num_loops], cpu_i64(gen, 0), cpu_i64(gen, x->shape.dims[d]));
     in.axis[d] = loops[num_loops++].index;
   }
-  LLVMValueRef v = emit(e, n->inputs[0], &in);
+  LLVMValueRef v = lanes ? emit_row_lanes(e, n, &in, lanes) : emit(e, n->inputs[0], &in);
   LLVMBuildStore(e->b, reduction_step(e, n, LLVMBuildLoad2(e->b, t, acc, ""), v), acc);
   while (num_loops > 0)
     cpu_loop_end(gen, &loops[--num_loops]);

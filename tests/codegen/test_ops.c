@@ -157,6 +157,45 @@ static void select_case(void) {
   cg_check_graph("select", g, NULL);
 }
 
+/* Rows the CPU reduces in interleaved lanes (cpu_loop.c: 32 for f32, 16
+ * for f64): shorter than the lanes (all tail), one short of and one past a
+ * whole number of them, long with a tail; summed, maxed, and summed over
+ * an elementwise exp and over a reduction nested in a broadcast (the
+ * layernorm form). Values in [0.5, 1.5] keep sums away from cancellation,
+ * where the elementwise tolerance would judge the order, not the kernel. */
+static void fill_positive(const Graph *g, EvalValues *ref) {
+  for (GraphId id = 0; id < graph_count(g); id++) {
+    if (graph_node(g, id)->op != GRAPH_OP_INPUT)
+      continue;
+    EvalTensor *t = eval_tensor(ref, id);
+    for (int64_t i = 0; i < t->numel; i++)
+      eval_tensor_set(t, i, 0.5 + (double)((i * 7919) % 1009) / 1009.0);
+  }
+}
+
+static void row_lanes(void) {
+  const GraphDtype dtypes[2] = {GRAPH_F32, GRAPH_F64};
+  const int64_t lengths[] = {1, 5, 15, 16, 17, 31, 32, 33, 100, 1031};
+  for (int k = 0; k < 2; k++)
+    for (size_t i = 0; i < sizeof lengths / sizeof *lengths; i++) {
+      Graph *g = graph_new();
+      GraphShape s = SHAPE(3, lengths[i]);
+      GraphId x = in(g, "x", dtypes[k], s);
+      graph_output(g, "sum", graph_reduce(g, GRAPH_OP_REDUCE_SUM, x, 2));
+      graph_output(g, "max", graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, 2));
+      graph_output(g, "sum exp", graph_reduce(g, GRAPH_OP_REDUCE_SUM,
+                                              graph_unary(g, GRAPH_OP_EXP, x), 2));
+      GraphId m = graph_broadcast(g, graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, 2), s);
+      graph_output(g, "sum under max", graph_reduce(g, GRAPH_OP_REDUCE_SUM,
+                                                    graph_binary(g, GRAPH_OP_ADD, x, m), 2));
+      graph_output(g, "all", graph_reduce(g, GRAPH_OP_REDUCE_SUM, x, 3));
+      char name[64];
+      snprintf(name, sizeof name, "row lanes %s %lld", dtypes[k] == GRAPH_F32 ? "f32" : "f64",
+               (long long)lengths[i]);
+      cg_check_graph(name, g, fill_positive);
+    }
+}
+
 static void fill_for_cast(const Graph *g, EvalValues *ref) {
   fill_lo = -20, fill_hi = 20;
   fill_range(g, ref);
@@ -500,6 +539,7 @@ int main(void) {
   select_case();
   cast_case();
   reductions();
+  row_lanes();
   movement();
   gather_scatter();
   contractions();
