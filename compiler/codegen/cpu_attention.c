@@ -8,9 +8,10 @@
  * Forward (one query row): keys in order, online softmax (FlashAttention's
  * running max m, sum l and unnormalised output, rescaled by exp(m - m')
  * when the max grows), so no row of scores is stored. Keys past the
- * diagonal of a causal op are never visited, and a key whose mask entry is
- * -inf is skipped before its dot product. A row with no visible key gives
- * o = 0 and lse = -inf.
+ * diagonal of a causal op are never visited, and a masked key gets p = 0.
+ * A row with no visible key gives o = 0 and lse = -inf. When kernel
+ * formation paired an attention_lse with the op (Kernel.also), the kernel
+ * writes lse = m + log l too.
  *
  * Backward: p = exp(s - lse) is recomputed from q, k and the saved lse;
  * grad_q sums over the keys of its row, grad_k and grad_v over the queries
@@ -314,6 +315,7 @@ typedef struct AttKernel {
   bool causal, query_rows;
   int64_t t, s, d, dv, acc_len, rows_per_batch;
   LLVMValueRef q, k, v, d_o, lse, delta, out;
+  LLVMValueRef lse_out; /* attention: where its lse goes too (Kernel.also), or NULL */
   MaskMap mask;
   LLVMValueRef scale;
 } AttKernel;
@@ -480,16 +482,19 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
 
   for (int r = 0; r < n; r++) {
     LLVMValueRef row = iadd(a, row0, i64c(a, r));
-    if (op == GRAPH_OP_ATTENTION_LSE) {
+    if (forward) {
       LLVMValueRef lv = get(a, l[r]);
       LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, lv, zero, "");
-      LLVMValueRef value = LLVMBuildFAdd(b, get(a, m[r]), log_t(a, lv), "");
-      store_w(a, LLVMBuildSelect(b, empty, neg_inf, value, ""), c->out, row, 1);
-    } else if (op == GRAPH_OP_ATTENTION) {
-      LLVMValueRef lv = get(a, l[r]);
-      LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, lv, zero, "");
-      LLVMValueRef denom = LLVMBuildSelect(b, empty, real(a, 1.0), lv, "");
-      acc_apply(a, ACC_STORE, acc[r], dv, denom, cpu_element(gen, a->t, c->out, imul(a, row, dv)));
+      LLVMValueRef lse_out = op == GRAPH_OP_ATTENTION_LSE ? c->out : c->lse_out;
+      if (lse_out) {
+        LLVMValueRef value = LLVMBuildFAdd(b, get(a, m[r]), log_t(a, lv), "");
+        store_w(a, LLVMBuildSelect(b, empty, neg_inf, value, ""), lse_out, row, 1);
+      }
+      if (op == GRAPH_OP_ATTENTION) {
+        LLVMValueRef denom = LLVMBuildSelect(b, empty, real(a, 1.0), lv, "");
+        acc_apply(a, ACC_STORE, acc[r], dv, denom,
+                  cpu_element(gen, a->t, c->out, imul(a, row, dv)));
+      }
     } else {
       acc_apply(a, ACC_STORE, acc[r], c->acc_len, real(a, 1.0),
                 cpu_element(gen, a->t, c->out, imul(a, row, c->acc_len)));
@@ -524,6 +529,7 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
   for (int i = 0; i < n->num_inputs; i++)
     in[i] = cpu_kernel_arg(gen, args, arg_of(gen, kernel, n->inputs[i]), a.t);
   c.out = cpu_kernel_arg(gen, args, 0, a.t);
+  c.lse_out = kernel->also != GRAPH_NONE ? cpu_kernel_arg(gen, args, 1, a.t) : NULL;
   c.q = in[0], c.k = in[1], c.v = fixed > 2 ? in[2] : NULL;
   c.d_o = fixed == 6 ? in[3] : NULL, c.lse = fixed == 6 ? in[4] : NULL;
   c.delta = fixed == 6 ? in[5] : NULL;
