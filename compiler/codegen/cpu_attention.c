@@ -8,9 +8,10 @@
  * Forward (one query row): keys in order, online softmax (FlashAttention's
  * running max m, sum l and unnormalised output, rescaled by exp(m - m')
  * when the max grows), so no row of scores is stored. Keys past the
- * diagonal of a causal op are never visited, and a key whose mask entry is
- * -inf is skipped before its dot product. A row with no visible key gives
- * o = 0 and lse = -inf.
+ * diagonal of a causal op are never visited, and a masked key gets p = 0.
+ * A row with no visible key gives o = 0 and lse = -inf. When kernel
+ * formation paired an attention_lse with the op (Kernel.also), the kernel
+ * writes lse = m + log l too.
  *
  * Backward: p = exp(s - lse) is recomputed from q, k and the saved lse;
  * grad_q sums over the keys of its row, grad_k and grad_v over the queries
@@ -104,38 +105,9 @@ static LLVMValueRef get(Att *a, LLVMValueRef s) {
   return LLVMBuildLoad2(a->b, LLVMGetAllocatedType(s), s, "");
 }
 
-/* x[0..len) . y[0..len) */
-static LLVMValueRef dot(Att *a, LLVMValueRef x, LLVMValueRef y, int64_t len) {
-  int w = a->width;
-  int64_t full = len / w;
-  LLVMValueRef sum = real(a, 0.0);
-  if (w > 1 && full > 0) {
-    LLVMTypeRef vt = lanes_type(a, w);
-    LLVMValueRef acc = slot(a, vt, LLVMConstNull(vt));
-    CpuLoop c;
-    cpu_loop_begin(a->gen, &c, i64c(a, 0), i64c(a, full));
-    LLVMValueRef at = imul(a, c.index, w);
-    LLVMBuildStore(a->b, fmuladd(a, load_w(a, x, at, w), load_w(a, y, at, w), get(a, acc)), acc);
-    cpu_loop_end(a->gen, &c);
-    sum = hsum(a, get(a, acc), w);
-  } else if (w == 1 && len > 0) {
-    LLVMValueRef acc = slot(a, a->t, sum);
-    CpuLoop c;
-    cpu_loop_begin(a->gen, &c, i64c(a, 0), i64c(a, len));
-    LLVMBuildStore(a->b, fmuladd(a, load_w(a, x, c.index, 1), load_w(a, y, c.index, 1), get(a, acc)),
-                   acc);
-    cpu_loop_end(a->gen, &c);
-    return get(a, acc);
-  }
-  for (int64_t e = full * w; e < len; e++)
-    sum = fmuladd(a, load_w(a, x, i64c(a, e), 1), load_w(a, y, i64c(a, e), 1), sum);
-  return sum;
-}
+typedef enum { ACC_ZERO, ACC_SCALE, ACC_STORE } AccOp;
 
-typedef enum { ACC_ZERO, ACC_SCALE, ACC_AXPY, ACC_STORE } AccOp;
-
-/* Over acc[0..len): zero it, scale it by c, add c * x, or store acc / c
- * into x. */
+/* Over acc[0..len): zero it, scale it by c, or store acc / c into x. */
 static void acc_apply(Att *a, AccOp op, LLVMValueRef acc, int64_t len, LLVMValueRef c,
                       LLVMValueRef x) {
   int w = a->width;
@@ -156,9 +128,6 @@ static void acc_apply(Att *a, AccOp op, LLVMValueRef acc, int64_t len, LLVMValue
     switch (op) {
     case ACC_ZERO: store_w(a, LLVMConstNull(lanes_type(a, lw)), acc, at, lw); break;
     case ACC_SCALE: store_w(a, LLVMBuildFMul(a->b, load_w(a, acc, at, lw), cv, ""), acc, at, lw); break;
-    case ACC_AXPY:
-      store_w(a, fmuladd(a, cv, load_w(a, x, at, lw), load_w(a, acc, at, lw)), acc, at, lw);
-      break;
     case ACC_STORE: store_w(a, LLVMBuildFDiv(a->b, load_w(a, acc, at, lw), cv, ""), x, at, lw); break;
     }
     cpu_loop_end(a->gen, &loop);
@@ -223,23 +192,314 @@ static void end_unless(Att *a, LLVMBasicBlockRef next) {
  * block are computed first, then their exponentials in one loop of plain
  * arithmetic that LLVM vectorizes (cpu_exp_f32), then the products. */
 #define BLOCK 16
+/* Rows of the output computed together on a vector target: each key (or
+ * query) row loaded serves this many dot products and accumulations, whose
+ * independent chains hide the latency of one. The GPU keeps one row. */
+#define TILE 4
 
 static LLVMValueRef min_i64(Att *a, LLVMValueRef x, LLVMValueRef y) {
   return LLVMBuildSelect(a->b, LLVMBuildICmp(a->b, LLVMIntSLT, x, y, ""), x, y, "");
 }
 
-static LLVMValueRef block_array(Att *a, const char *name) {
-  LLVMValueRef arr = cpu_entry_alloca(a->gen, LLVMArrayType(a->t, BLOCK), name);
+static LLVMValueRef max_t(Att *a, LLVMValueRef x, LLVMValueRef y) {
+  return LLVMBuildSelect(a->b, LLVMBuildFCmp(a->b, LLVMRealOGT, x, y, ""), x, y, "");
+}
+
+static LLVMValueRef row_array(Att *a, int64_t len, const char *name) {
+  LLVMValueRef arr = cpu_entry_alloca(a->gen, LLVMArrayType(a->t, (unsigned)len), name);
   return LLVMBuildBitCast(a->b, arr, LLVMPointerType(a->t, 0), "");
 }
 
-/* p[e] = exp(s[e] - (sub ? sub[e] : sub0)) for e in [0, BLOCK). */
+/* Vectors x and y, each `groups` runs of partial sums, folded into one of
+ * twice as many runs of half the length: x's runs, then y's, each the sum
+ * of its lower and upper half. */
+static LLVMValueRef fold(Att *a, LLVMValueRef x, LLVMValueRef y, int groups, int w) {
+  int size = w / groups, half = size / 2;
+  LLVMValueRef lo[32], hi[32];
+  for (int q = 0; q < 2 * groups; q++)
+    for (int e = 0; e < half; e++) {
+      int from = (q < groups ? 0 : w) + (q % groups) * size + e;
+      lo[q * half + e] = cpu_i32(a->gen, from);
+      hi[q * half + e] = cpu_i32(a->gen, from + half);
+    }
+  LLVMValueRef l = LLVMBuildShuffleVector(a->b, x, y, LLVMConstVector(lo, (unsigned)w), "");
+  LLVMValueRef h = LLVMBuildShuffleVector(a->b, x, y, LLVMConstVector(hi, (unsigned)w), "");
+  return LLVMBuildFAdd(a->b, l, h, "");
+}
+
+/* v[r] = the sum of the lanes of v[r], r < n (n a power of two).
+ * The n vectors are folded pairwise into one, which is then folded with
+ * itself until row r's sum is lane r: about n + log2(w) shuffle-adds instead
+ * of n log2(w), in the same pairwise order as hsum. */
+static void hsum_rows(Att *a, LLVMValueRef *v, int n, int w) {
+  if (n == 1 || n > w) {
+    for (int r = 0; r < n; r++) v[r] = hsum(a, v[r], w);
+    return;
+  }
+  LLVMValueRef cur[TILE];
+  int count = n, groups = 1;
+  for (int r = 0; r < n; r++) cur[r] = v[r];
+  for (; count > 1; count /= 2, groups *= 2)
+    for (int i = 0; i < count / 2; i++) cur[i] = fold(a, cur[2 * i], cur[2 * i + 1], groups, w);
+  for (; groups < w; groups *= 2) cur[0] = fold(a, cur[0], cur[0], groups, w);
+  for (int r = 0; r < n; r++) v[r] = LLVMBuildExtractElement(a->b, cur[0], cpu_i32(a->gen, r), "");
+}
+
+/* out[r] = xs[r][0..len) . y[0..len) for r < n: y is loaded once per chunk. */
+static void dot_rows(Att *a, LLVMValueRef *xs, LLVMValueRef y, int n, int64_t len,
+                     LLVMValueRef *out) {
+  int w = a->width;
+  int64_t full = len / w;
+  LLVMTypeRef vt = lanes_type(a, w);
+  LLVMValueRef acc[TILE];
+  for (int r = 0; r < n; r++) acc[r] = slot(a, vt, LLVMConstNull(vt));
+  if (full > 0) {
+    CpuLoop c;
+    cpu_loop_begin(a->gen, &c, i64c(a, 0), i64c(a, full));
+    LLVMValueRef at = imul(a, c.index, w);
+    LLVMValueRef yv = load_w(a, y, at, w);
+    for (int r = 0; r < n; r++)
+      LLVMBuildStore(a->b, fmuladd(a, load_w(a, xs[r], at, w), yv, get(a, acc[r])), acc[r]);
+    cpu_loop_end(a->gen, &c);
+  }
+  LLVMValueRef sums[TILE];
+  for (int r = 0; r < n; r++) sums[r] = get(a, acc[r]);
+  hsum_rows(a, sums, n, w);
+  for (int r = 0; r < n; r++) {
+    LLVMValueRef sum = sums[r];
+    for (int64_t e = full * w; e < len; e++)
+      sum = fmuladd(a, load_w(a, xs[r], i64c(a, e), 1), load_w(a, y, i64c(a, e), 1), sum);
+    out[r] = sum;
+  }
+}
+
+/* acc[r][0..len) += c[r] * x[0..len) for r < n: x is loaded once per chunk. */
+static void axpy_rows(Att *a, LLVMValueRef *acc, LLVMValueRef *c, int n, int64_t len,
+                      LLVMValueRef x) {
+  int w = a->width;
+  int64_t full = w > 1 ? len / w : 0;
+  for (int pass = 0; pass < 2; pass++) {
+    int lw = pass == 0 ? w : 1;
+    CpuLoop loop;
+    LLVMValueRef at;
+    if (pass == 0) {
+      if (full == 0) continue;
+      cpu_loop_begin(a->gen, &loop, i64c(a, 0), i64c(a, full));
+      at = imul(a, loop.index, w);
+    } else {
+      cpu_loop_begin(a->gen, &loop, i64c(a, full * w), i64c(a, len));
+      at = loop.index;
+    }
+    LLVMValueRef xv = load_w(a, x, at, lw);
+    for (int r = 0; r < n; r++)
+      store_w(a, fmuladd(a, splat_w(a, c[r], lw), xv, load_w(a, acc[r], at, lw)), acc[r], at, lw);
+    cpu_loop_end(a->gen, &loop);
+  }
+}
+
+/* p[e] = exp(s[e] - (sub ? sub[e] : sub0)) for e in [0, BLOCK), exactly 0
+ * where s[e] = -inf. */
 static void block_exp(Att *a, LLVMValueRef s, LLVMValueRef sub, LLVMValueRef sub0, LLVMValueRef p) {
   CpuLoop e;
   cpu_loop_begin(a->gen, &e, i64c(a, 0), i64c(a, BLOCK));
   LLVMValueRef m = sub ? load_w(a, sub, e.index, 1) : sub0;
-  store_w(a, exp_t(a, LLVMBuildFSub(a->b, load_w(a, s, e.index, 1), m, "")), p, e.index, 1);
+  LLVMValueRef se = load_w(a, s, e.index, 1);
+  LLVMValueRef pe = exp_t(a, LLVMBuildFSub(a->b, se, m, ""));
+  store_w(a, LLVMBuildSelect(a->b, is_neg_inf(a, se), real(a, 0.0), pe, ""), p, e.index, 1);
   cpu_loop_end(a->gen, &e);
+}
+
+/* What every tile of a kernel shares: its op, sizes and typed arguments. */
+typedef struct AttKernel {
+  GraphOp op;
+  bool causal, query_rows;
+  int64_t t, s, d, dv, acc_len, rows_per_batch;
+  LLVMValueRef q, k, v, d_o, lse, delta, out;
+  LLVMValueRef lse_out; /* attention: where its lse goes too (Kernel.also), or NULL */
+  MaskMap mask;
+  LLVMValueRef scale;
+} AttKernel;
+
+/* Output rows row0 .. row0 + n - 1, all of one batch: query rows i
+ * (attention, attention_lse, grad_q) or key rows j (grad_k, grad_v). */
+static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
+  CpuGen *gen = a->gen;
+  LLVMBuilderRef b = a->b;
+  GraphOp op = c->op;
+  bool forward = op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_LSE;
+  int64_t t = c->t, d = c->d, dv = c->dv;
+  LLVMValueRef neg_inf = real(a, -INFINITY), zero = real(a, 0.0);
+  LLVMValueRef batch = LLVMBuildUDiv(b, row0, i64c(a, c->rows_per_batch), "");
+  LLVMValueRef x0 = LLVMBuildURem(b, row0, i64c(a, c->rows_per_batch), ""); /* i or j */
+  LLVMValueRef qb = cpu_element(gen, a->t, c->q, imul(a, batch, t * d));
+  LLVMValueRef kb = cpu_element(gen, a->t, c->k, imul(a, batch, c->s * d));
+  LLVMValueRef vb = c->v ? cpu_element(gen, a->t, c->v, imul(a, batch, c->s * dv)) : NULL;
+  LLVMValueRef dob = c->d_o ? cpu_element(gen, a->t, c->d_o, imul(a, batch, t * dv)) : NULL;
+  LLVMValueRef lseb = c->lse ? cpu_element(gen, a->t, c->lse, imul(a, batch, t)) : NULL;
+  LLVMValueRef deltab = c->delta ? cpu_element(gen, a->t, c->delta, imul(a, batch, t)) : NULL;
+
+  /* Per row r: x = x0 + r, its accumulator, scores, probabilities, the
+   * running max and sum (forward), its lse and delta (grad_q) and rows. */
+  LLVMValueRef xr[TILE], acc[TILE], sblk[TILE], pblk[TILE], m[TILE], l[TILE], bm[TILE];
+  LLVMValueRef shift[TILE], dead[TILE], di[TILE], own[TILE], own_dv[TILE], mrow[TILE];
+  LLVMValueRef lblk = c->query_rows ? NULL : row_array(a, BLOCK, "lse");
+  for (int r = 0; r < n; r++) {
+    xr[r] = iadd(a, x0, i64c(a, r));
+    acc[r] = c->acc_len > 0 ? row_array(a, c->acc_len, "acc") : NULL;
+    sblk[r] = row_array(a, BLOCK, "scores");
+    pblk[r] = row_array(a, BLOCK, "p");
+    bm[r] = slot(a, a->t, NULL);
+    m[r] = l[r] = shift[r] = dead[r] = di[r] = own_dv[r] = mrow[r] = NULL;
+    if (acc[r]) acc_apply(a, ACC_ZERO, acc[r], c->acc_len, NULL, NULL);
+    if (c->query_rows) {
+      own[r] = cpu_element(gen, a->t, qb, imul(a, xr[r], d));
+      if (c->mask.data) mrow[r] = mask_row(a, &c->mask, batch, xr[r]);
+    } else {
+      own[r] = cpu_element(gen, a->t, kb, imul(a, xr[r], d));
+      own_dv[r] = cpu_element(gen, a->t, vb, imul(a, xr[r], dv));
+    }
+    if (forward) {
+      m[r] = slot(a, a->t, neg_inf);
+      l[r] = slot(a, a->t, zero);
+    } else if (op == GRAPH_OP_ATTENTION_GRAD_Q) {
+      /* a fully masked row (lse = -inf) sees no key: its gradient stays 0 */
+      LLVMValueRef li = load_w(a, lseb, xr[r], 1);
+      dead[r] = is_neg_inf(a, li);
+      shift[r] = LLVMBuildSelect(b, dead[r], zero, li, "");
+      di[r] = load_w(a, deltab, xr[r], 1);
+      own_dv[r] = cpu_element(gen, a->t, dob, imul(a, xr[r], dv));
+    }
+  }
+
+  /* The other index runs over [first, last): keys 0 .. (causal ? x0 + n : S)
+   * of query rows, or queries (causal ? x0 : 0) .. T of key rows; a pair
+   * (i, j) with j > i inside that span is hidden per row. */
+  LLVMValueRef first = c->query_rows || !c->causal ? i64c(a, 0) : x0;
+  LLVMValueRef last = !c->query_rows ? i64c(a, t)
+                      : c->causal    ? iadd(a, x0, i64c(a, n))
+                                     : i64c(a, c->s);
+  LLVMValueRef span = LLVMBuildSub(b, last, first, "");
+  LLVMValueRef blocks = LLVMBuildUDiv(b, iadd(a, span, i64c(a, BLOCK - 1)), i64c(a, BLOCK), "");
+  CpuLoop blk;
+  cpu_loop_begin(gen, &blk, i64c(a, 0), blocks);
+  LLVMValueRef base = iadd(a, first, imul(a, blk.index, BLOCK));
+  LLVMValueRef count = min_i64(a, i64c(a, BLOCK), LLVMBuildSub(b, last, base, ""));
+  for (int r = 0; r < n; r++) LLVMBuildStore(b, neg_inf, bm[r]);
+
+  /* 1. the block's scores; -inf where masked, hidden, past the end, or
+   * for a query whose row is fully masked (lse = -inf, its p taken as 0) */
+  CpuLoop e;
+  cpu_loop_begin(gen, &e, i64c(a, 0), i64c(a, BLOCK));
+  for (int r = 0; r < n; r++) store_w(a, neg_inf, sblk[r], e.index, 1);
+  if (lblk) store_w(a, zero, lblk, e.index, 1);
+  LLVMBasicBlockRef skip_out = begin_unless(a, LLVMBuildICmp(b, LLVMIntSGE, e.index, count, ""));
+  LLVMValueRef other = iadd(a, base, e.index); /* j of query rows, i of key rows */
+  LLVMBasicBlockRef skip_row = NULL;
+  LLVMValueRef lo = NULL;
+  if (lblk) {
+    lo = load_w(a, lseb, other, 1);
+    skip_row = begin_unless(a, is_neg_inf(a, lo));
+  }
+  LLVMValueRef shared = cpu_element(gen, a->t, c->query_rows ? kb : qb, imul(a, other, d));
+  LLVMValueRef sc[TILE];
+  dot_rows(a, own, shared, n, d, sc);
+  for (int r = 0; r < n; r++) {
+    LLVMValueRef v = LLVMBuildFMul(b, c->scale, sc[r], "");
+    if (c->mask.data) {
+      LLVMValueRef at = c->query_rows
+                            ? iadd(a, mrow[r], imul(a, other, c->mask.stride[c->mask.rank - 1]))
+                            : iadd(a, mask_row(a, &c->mask, batch, other),
+                                   imul(a, xr[r], c->mask.stride[c->mask.rank - 1]));
+      v = LLVMBuildFAdd(b, v, load_w(a, c->mask.data, at, 1), "");
+    }
+    LLVMValueRef hidden = NULL;
+    if (c->causal && n > 1)
+      hidden = c->query_rows ? LLVMBuildICmp(b, LLVMIntSGT, other, xr[r], "")
+                             : LLVMBuildICmp(b, LLVMIntSLT, other, xr[r], "");
+    if (dead[r]) hidden = hidden ? LLVMBuildOr(b, hidden, dead[r], "") : dead[r];
+    if (hidden) v = LLVMBuildSelect(b, hidden, neg_inf, v, "");
+    store_w(a, v, sblk[r], e.index, 1);
+    LLVMBuildStore(b, max_t(a, v, get(a, bm[r])), bm[r]);
+  }
+  if (lblk) store_w(a, lo, lblk, e.index, 1);
+  if (skip_row) end_unless(a, skip_row);
+  end_unless(a, skip_out);
+  cpu_loop_end(gen, &e);
+
+  /* a block with no visible entry in any row is skipped */
+  LLVMValueRef none = is_neg_inf(a, get(a, bm[0]));
+  for (int r = 1; r < n; r++) none = LLVMBuildAnd(b, none, is_neg_inf(a, get(a, bm[r])), "");
+  LLVMBasicBlockRef skip_block = begin_unless(a, none);
+  for (int r = 0; r < n; r++) {
+    if (forward) {
+      /* online softmax: a larger max rescales what was summed so far; a
+       * row still without a visible key keeps 0 (its shift taken as 0) */
+      LLVMValueRef m_new = max_t(a, get(a, bm[r]), get(a, m[r]));
+      LLVMValueRef sh = LLVMBuildSelect(b, is_neg_inf(a, m_new), zero, m_new, "");
+      LLVMValueRef scale = exp_t(a, LLVMBuildFSub(b, get(a, m[r]), sh, ""));
+      LLVMBuildStore(b, LLVMBuildFMul(b, get(a, l[r]), scale, ""), l[r]);
+      if (acc[r]) acc_apply(a, ACC_SCALE, acc[r], dv, scale, NULL);
+      LLVMBuildStore(b, m_new, m[r]);
+      shift[r] = sh;
+    }
+    /* 2. p = exp(s - m) (forward) or exp(s - lse) (backward), vectorized */
+    block_exp(a, sblk[r], lblk, shift[r], pblk[r]);
+  }
+  /* 3. the products, one shared row of the other side per step */
+  CpuLoop u;
+  cpu_loop_begin(gen, &u, i64c(a, 0), count);
+  LLVMValueRef at = iadd(a, base, u.index);
+  LLVMValueRef p[TILE];
+  for (int r = 0; r < n; r++) p[r] = load_w(a, pblk[r], u.index, 1);
+  if (forward) {
+    for (int r = 0; r < n; r++) LLVMBuildStore(b, LLVMBuildFAdd(b, get(a, l[r]), p[r], ""), l[r]);
+    if (op == GRAPH_OP_ATTENTION) axpy_rows(a, acc, p, n, dv, cpu_element(gen, a->t, vb, imul(a, at, dv)));
+  } else {
+    LLVMValueRef all_zero = LLVMBuildFCmp(b, LLVMRealOEQ, p[0], zero, "");
+    for (int r = 1; r < n; r++)
+      all_zero = LLVMBuildAnd(b, all_zero, LLVMBuildFCmp(b, LLVMRealOEQ, p[r], zero, ""), "");
+    LLVMBasicBlockRef skip_zero = begin_unless(a, all_zero);
+    if (op == GRAPH_OP_ATTENTION_GRAD_V) {
+      axpy_rows(a, acc, p, n, dv, cpu_element(gen, a->t, dob, imul(a, at, dv)));
+    } else {
+      /* dp = do_i . v_j: do of query rows against the shared v row, or the
+       * shared do row against v of key rows */
+      LLVMValueRef dp[TILE], ds[TILE];
+      LLVMValueRef with = cpu_element(gen, a->t, c->query_rows ? vb : dob, imul(a, at, dv));
+      dot_rows(a, own_dv, with, n, dv, dp);
+      LLVMValueRef dd = c->query_rows ? NULL : load_w(a, deltab, at, 1);
+      for (int r = 0; r < n; r++) {
+        LLVMValueRef diff = LLVMBuildFSub(b, dp[r], c->query_rows ? di[r] : dd, "");
+        ds[r] = LLVMBuildFMul(b, c->scale, LLVMBuildFMul(b, p[r], diff, ""), "");
+      }
+      axpy_rows(a, acc, ds, n, d, cpu_element(gen, a->t, c->query_rows ? kb : qb, imul(a, at, d)));
+    }
+    end_unless(a, skip_zero);
+  }
+  cpu_loop_end(gen, &u);
+  end_unless(a, skip_block);
+  cpu_loop_end(gen, &blk);
+
+  for (int r = 0; r < n; r++) {
+    LLVMValueRef row = iadd(a, row0, i64c(a, r));
+    if (forward) {
+      LLVMValueRef lv = get(a, l[r]);
+      LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, lv, zero, "");
+      LLVMValueRef lse_out = op == GRAPH_OP_ATTENTION_LSE ? c->out : c->lse_out;
+      if (lse_out) {
+        LLVMValueRef value = LLVMBuildFAdd(b, get(a, m[r]), log_t(a, lv), "");
+        store_w(a, LLVMBuildSelect(b, empty, neg_inf, value, ""), lse_out, row, 1);
+      }
+      if (op == GRAPH_OP_ATTENTION) {
+        LLVMValueRef denom = LLVMBuildSelect(b, empty, real(a, 1.0), lv, "");
+        acc_apply(a, ACC_STORE, acc[r], dv, denom,
+                  cpu_element(gen, a->t, c->out, imul(a, row, dv)));
+      }
+    } else {
+      acc_apply(a, ACC_STORE, acc[r], c->acc_len, real(a, 1.0),
+                cpu_element(gen, a->t, c->out, imul(a, row, c->acc_len)));
+    }
+  }
 }
 
 void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) {
@@ -249,189 +509,76 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
   int fixed = op == GRAPH_OP_ATTENTION ? 3 : op == GRAPH_OP_ATTENTION_LSE ? 2 : 6;
   const GraphShape *qs = &graph_node(g, n->inputs[0])->shape;
   int r = qs->rank;
-  int64_t t = qs->dims[r - 2], d = qs->dims[r - 1];
-  int64_t s = graph_node(g, n->inputs[1])->shape.dims[r - 2];
-  int64_t dv = fixed > 2 ? graph_node(g, n->inputs[2])->shape.dims[r - 1] : 0;
-  bool causal = n->attrs.causal;
   Att a = {.gen = gen, .b = gen->builder, .t = cpu_type(gen, n->dtype)};
   int bits = a.t == gen->f64 ? 64 : 32;
   a.width = gen->vector_bits >= 2 * bits ? gen->vector_bits / bits : 1;
   a.fn = cpu_kernel_function(gen, function);
   LLVMBuilderRef b = a.b;
+  AttKernel c = {.op = op, .causal = n->attrs.causal, .t = qs->dims[r - 2], .d = qs->dims[r - 1]};
+  c.s = graph_node(g, n->inputs[1])->shape.dims[r - 2];
+  c.dv = fixed > 2 ? graph_node(g, n->inputs[2])->shape.dims[r - 1] : 0;
+  c.query_rows = op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_LSE ||
+                 op == GRAPH_OP_ATTENTION_GRAD_Q;
+  c.acc_len = op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_GRAD_V ? c.dv
+              : op == GRAPH_OP_ATTENTION_LSE                              ? 0
+                                                                          : c.d;
+  c.rows_per_batch = c.query_rows ? c.t : c.s;
   LLVMValueRef args = LLVMGetParam(a.fn, 0);
   LLVMValueRef begin = LLVMGetParam(a.fn, 1), end = LLVMGetParam(a.fn, 2);
   LLVMValueRef in[7] = {NULL};
   for (int i = 0; i < n->num_inputs; i++)
     in[i] = cpu_kernel_arg(gen, args, arg_of(gen, kernel, n->inputs[i]), a.t);
-  LLVMValueRef out = cpu_kernel_arg(gen, args, 0, a.t);
-  LLVMValueRef q = in[0], k = in[1], v = fixed > 2 ? in[2] : NULL;
-  LLVMValueRef d_o = fixed == 6 ? in[3] : NULL, lse = fixed == 6 ? in[4] : NULL;
-  LLVMValueRef delta = fixed == 6 ? in[5] : NULL;
-  MaskMap mask = {.data = n->num_inputs > fixed ? in[fixed] : NULL, .rank = r};
-  if (mask.data) {
+  c.out = cpu_kernel_arg(gen, args, 0, a.t);
+  c.lse_out = kernel->also != GRAPH_NONE ? cpu_kernel_arg(gen, args, 1, a.t) : NULL;
+  c.q = in[0], c.k = in[1], c.v = fixed > 2 ? in[2] : NULL;
+  c.d_o = fixed == 6 ? in[3] : NULL, c.lse = fixed == 6 ? in[4] : NULL;
+  c.delta = fixed == 6 ? in[5] : NULL;
+  c.mask = (MaskMap){.data = n->num_inputs > fixed ? in[fixed] : NULL, .rank = r};
+  if (c.mask.data) {
     const GraphShape *ms = &graph_node(g, n->inputs[fixed])->shape;
     int64_t stride = 1;
-    for (int i = 0; i < r; i++) mask.dims[i] = i < r - 2 ? qs->dims[i] : 1;
+    for (int i = 0; i < r; i++) c.mask.dims[i] = i < r - 2 ? qs->dims[i] : 1;
     for (int i = ms->rank - 1; i >= 0; i--) {
-      mask.stride[r - ms->rank + i] = ms->dims[i] == 1 ? 0 : stride;
+      c.mask.stride[r - ms->rank + i] = ms->dims[i] == 1 ? 0 : stride;
       stride *= ms->dims[i];
     }
   }
-  LLVMValueRef scale = real(&a, n->attrs.scale);
-  LLVMValueRef neg_inf = real(&a, -INFINITY);
-  bool query_rows = op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_LSE ||
-                    op == GRAPH_OP_ATTENTION_GRAD_Q;
-  int64_t acc_len = op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_GRAD_V ? dv
-                    : op == GRAPH_OP_ATTENTION_LSE                              ? 0
-                                                                                : d;
-  LLVMValueRef acc = NULL;
-  if (acc_len > 0) {
-    LLVMValueRef arr = cpu_entry_alloca(gen, LLVMArrayType(a.t, (unsigned)acc_len), "acc");
-    acc = LLVMBuildBitCast(b, arr, LLVMPointerType(a.t, 0), "");
-  }
-  LLVMValueRef sblk = block_array(&a, "scores"), pblk = block_array(&a, "p");
-  LLVMValueRef lblk = query_rows ? NULL : block_array(&a, "lse");
-  LLVMValueRef m_slot = slot(&a, a.t, NULL), l_slot = slot(&a, a.t, NULL);
-  LLVMValueRef bm_slot = slot(&a, a.t, NULL);
+  c.scale = real(&a, n->attrs.scale);
 
-  CpuLoop row;
-  cpu_loop_begin(gen, &row, begin, end);
-  int64_t rows_per_batch = query_rows ? t : s;
-  LLVMValueRef batch = LLVMBuildUDiv(b, row.index, i64c(&a, rows_per_batch), "");
-  LLVMValueRef x = LLVMBuildURem(b, row.index, i64c(&a, rows_per_batch), ""); /* i or j */
-  LLVMValueRef qb = cpu_element(gen, a.t, q, imul(&a, batch, t * d));
-  LLVMValueRef kb = cpu_element(gen, a.t, k, imul(&a, batch, s * d));
-  LLVMValueRef vb = v ? cpu_element(gen, a.t, v, imul(&a, batch, s * dv)) : NULL;
-  LLVMValueRef dob = d_o ? cpu_element(gen, a.t, d_o, imul(&a, batch, t * dv)) : NULL;
-  LLVMValueRef lseb = lse ? cpu_element(gen, a.t, lse, imul(&a, batch, t)) : NULL;
-  LLVMValueRef deltab = delta ? cpu_element(gen, a.t, delta, imul(&a, batch, t)) : NULL;
-  if (acc) acc_apply(&a, ACC_ZERO, acc, acc_len, NULL, NULL);
-
-  /* The other index runs over [first, last): keys 0 .. (causal ? i + 1 : S)
-   * of query row i, or queries (causal ? j : 0) .. T of key row j. */
-  LLVMValueRef first = query_rows || !causal ? i64c(&a, 0) : x;
-  LLVMValueRef last = !query_rows ? i64c(&a, t) : causal ? iadd(&a, x, i64c(&a, 1)) : i64c(&a, s);
-  LLVMValueRef li = NULL, di = NULL, doi = NULL, qi = NULL, kj = NULL, vj = NULL, mrow = NULL;
-  LLVMBasicBlockRef row_done = NULL;
-  if (query_rows) {
-    qi = cpu_element(gen, a.t, qb, imul(&a, x, d));
-    mrow = mask.data ? mask_row(&a, &mask, batch, x) : NULL;
-    if (op == GRAPH_OP_ATTENTION_GRAD_Q) {
-      li = load_w(&a, lseb, x, 1);
-      di = load_w(&a, deltab, x, 1);
-      doi = cpu_element(gen, a.t, dob, imul(&a, x, dv));
-      row_done = begin_unless(&a, is_neg_inf(&a, li));
-    } else {
-      LLVMBuildStore(b, neg_inf, m_slot);
-      LLVMBuildStore(b, real(&a, 0.0), l_slot);
-    }
-  } else {
-    kj = cpu_element(gen, a.t, kb, imul(&a, x, d));
-    vj = cpu_element(gen, a.t, vb, imul(&a, x, dv));
+  /* Rows in tiles of TILE while a whole tile fits in the range and in its
+   * batch, the rest one by one. */
+  int tile = a.width > 1 ? TILE : 1;
+  LLVMValueRef row_slot = slot(&a, gen->i64, begin);
+  LLVMBasicBlockRef header = LLVMAppendBasicBlockInContext(gen->context, a.fn, "rows");
+  LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(gen->context, a.fn, "tile");
+  LLVMBasicBlockRef one = LLVMAppendBasicBlockInContext(gen->context, a.fn, "row");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(gen->context, a.fn, "rows_done");
+  LLVMBuildBr(b, header);
+  LLVMPositionBuilderAtEnd(b, header);
+  LLVMValueRef row = get(&a, row_slot);
+  LLVMBasicBlockRef pick = LLVMAppendBasicBlockInContext(gen->context, a.fn, "pick");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, row, end, ""), pick, done);
+  LLVMPositionBuilderAtEnd(b, pick);
+  LLVMValueRef fits = LLVMConstInt(LLVMInt1TypeInContext(gen->context), 0, 0);
+  if (tile > 1) {
+    LLVMValueRef next = iadd(&a, row, i64c(&a, tile));
+    LLVMValueRef x = LLVMBuildURem(b, row, i64c(&a, c.rows_per_batch), "");
+    fits = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSLE, next, end, ""),
+                        LLVMBuildICmp(b, LLVMIntSLE, iadd(&a, x, i64c(&a, tile)),
+                                      i64c(&a, c.rows_per_batch), ""),
+                        "");
   }
-  LLVMValueRef span = LLVMBuildSub(b, last, first, "");
-  LLVMValueRef blocks = LLVMBuildUDiv(b, iadd(&a, span, i64c(&a, BLOCK - 1)), i64c(&a, BLOCK), "");
-  CpuLoop blk;
-  cpu_loop_begin(gen, &blk, i64c(&a, 0), blocks);
-  LLVMValueRef base = iadd(&a, first, imul(&a, blk.index, BLOCK));
-  LLVMValueRef count = min_i64(&a, i64c(&a, BLOCK), LLVMBuildSub(b, last, base, ""));
-  LLVMBuildStore(b, neg_inf, bm_slot);
-
-  /* 1. the block's scores; -inf where masked, past the end, or (key rows)
-   * for a query whose row is fully masked (lse = -inf, its p taken as 0) */
-  CpuLoop e;
-  cpu_loop_begin(gen, &e, i64c(&a, 0), i64c(&a, BLOCK));
-  store_w(&a, neg_inf, sblk, e.index, 1);
-  if (lblk) store_w(&a, real(&a, 0.0), lblk, e.index, 1);
-  LLVMBasicBlockRef skip_out = begin_unless(&a, LLVMBuildICmp(b, LLVMIntSGE, e.index, count, ""));
-  LLVMValueRef other = iadd(&a, base, e.index); /* j of a query row, i of a key row */
-  LLVMBasicBlockRef skip_row = NULL, skip_mask = NULL;
-  LLVMValueRef lo = NULL;
-  if (!query_rows) {
-    lo = load_w(&a, lseb, other, 1);
-    skip_row = begin_unless(&a, is_neg_inf(&a, lo));
+  LLVMBuildCondBr(b, fits, body, one);
+  LLVMPositionBuilderAtEnd(b, body);
+  if (tile > 1) {
+    emit_tile(&a, &c, row, tile);
+    LLVMBuildStore(b, iadd(&a, row, i64c(&a, tile)), row_slot);
   }
-  LLVMValueRef mv = NULL;
-  if (mask.data) {
-    LLVMValueRef at = query_rows ? iadd(&a, mrow, imul(&a, other, mask.stride[r - 1]))
-                                 : iadd(&a, mask_row(&a, &mask, batch, other),
-                                        imul(&a, x, mask.stride[r - 1]));
-    mv = load_w(&a, mask.data, at, 1);
-    skip_mask = begin_unless(&a, is_neg_inf(&a, mv));
-  }
-  LLVMValueRef qrow = query_rows ? qi : cpu_element(gen, a.t, qb, imul(&a, other, d));
-  LLVMValueRef krow = query_rows ? cpu_element(gen, a.t, kb, imul(&a, other, d)) : kj;
-  LLVMValueRef sc = LLVMBuildFMul(b, scale, dot(&a, qrow, krow, d), "");
-  if (mv) sc = LLVMBuildFAdd(b, sc, mv, "");
-  store_w(&a, sc, sblk, e.index, 1);
-  if (lblk) store_w(&a, lo, lblk, e.index, 1);
-  LLVMValueRef bm = get(&a, bm_slot);
-  LLVMBuildStore(b, LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, sc, bm, ""), sc, bm, ""),
-                 bm_slot);
-  if (skip_mask) end_unless(&a, skip_mask);
-  if (skip_row) end_unless(&a, skip_row);
-  end_unless(&a, skip_out);
-  cpu_loop_end(gen, &e);
-
-  /* a block with no visible entry is skipped */
-  LLVMBasicBlockRef skip_block = begin_unless(&a, is_neg_inf(&a, get(&a, bm_slot)));
-  LLVMValueRef shift = li;
-  if (op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_LSE) {
-    /* online softmax: a larger max rescales what was summed so far */
-    LLVMValueRef m = get(&a, m_slot), blk_max = get(&a, bm_slot);
-    LLVMValueRef m_new = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, blk_max, m, ""), blk_max, m, "");
-    LLVMValueRef c = exp_t(&a, LLVMBuildFSub(b, m, m_new, ""));
-    LLVMBuildStore(b, LLVMBuildFMul(b, get(&a, l_slot), c, ""), l_slot);
-    if (acc) acc_apply(&a, ACC_SCALE, acc, dv, c, NULL);
-    LLVMBuildStore(b, m_new, m_slot);
-    shift = m_new;
-  }
-  /* 2. p = exp(s - m) (forward) or exp(s - lse) (backward), vectorized */
-  block_exp(&a, sblk, lblk, shift, pblk);
-  /* 3. the products */
-  CpuLoop u;
-  cpu_loop_begin(gen, &u, i64c(&a, 0), count);
-  LLVMValueRef p = load_w(&a, pblk, u.index, 1);
-  LLVMValueRef at = iadd(&a, base, u.index);
-  if (op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_LSE) {
-    LLVMBuildStore(b, LLVMBuildFAdd(b, get(&a, l_slot), p, ""), l_slot);
-    if (acc) acc_apply(&a, ACC_AXPY, acc, dv, p, cpu_element(gen, a.t, vb, imul(&a, at, dv)));
-  } else {
-    LLVMBasicBlockRef zero = begin_unless(&a, LLVMBuildFCmp(b, LLVMRealOEQ, p, real(&a, 0.0), ""));
-    if (op == GRAPH_OP_ATTENTION_GRAD_V) {
-      acc_apply(&a, ACC_AXPY, acc, dv, p, cpu_element(gen, a.t, dob, imul(&a, at, dv)));
-    } else {
-      LLVMValueRef dov = query_rows ? doi : cpu_element(gen, a.t, dob, imul(&a, at, dv));
-      LLVMValueRef vv = query_rows ? cpu_element(gen, a.t, vb, imul(&a, at, dv)) : vj;
-      LLVMValueRef dd = query_rows ? di : load_w(&a, deltab, at, 1);
-      LLVMValueRef dp = dot(&a, dov, vv, dv);
-      LLVMValueRef ds =
-          LLVMBuildFMul(b, scale, LLVMBuildFMul(b, p, LLVMBuildFSub(b, dp, dd, ""), ""), "");
-      LLVMValueRef other_row = query_rows ? cpu_element(gen, a.t, kb, imul(&a, at, d))
-                                          : cpu_element(gen, a.t, qb, imul(&a, at, d));
-      acc_apply(&a, ACC_AXPY, acc, d, ds, other_row);
-    }
-    end_unless(&a, zero);
-  }
-  cpu_loop_end(gen, &u);
-  end_unless(&a, skip_block);
-  cpu_loop_end(gen, &blk);
-  if (row_done) end_unless(&a, row_done);
-
-  if (op == GRAPH_OP_ATTENTION_LSE) {
-    LLVMValueRef l = get(&a, l_slot);
-    LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, real(&a, 0.0), "");
-    LLVMValueRef value = LLVMBuildFAdd(b, get(&a, m_slot), log_t(&a, l), "");
-    store_w(&a, LLVMBuildSelect(b, empty, neg_inf, value, ""), out, row.index, 1);
-  } else if (op == GRAPH_OP_ATTENTION) {
-    LLVMValueRef l = get(&a, l_slot);
-    LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, real(&a, 0.0), "");
-    LLVMValueRef denom = LLVMBuildSelect(b, empty, real(&a, 1.0), l, "");
-    acc_apply(&a, ACC_STORE, acc, dv, denom, cpu_element(gen, a.t, out, imul(&a, row.index, dv)));
-  } else {
-    acc_apply(&a, ACC_STORE, acc, acc_len, real(&a, 1.0),
-              cpu_element(gen, a.t, out, imul(&a, row.index, acc_len)));
-  }
-  cpu_loop_end(gen, &row);
+  LLVMBuildBr(b, header);
+  LLVMPositionBuilderAtEnd(b, one);
+  emit_tile(&a, &c, row, 1);
+  LLVMBuildStore(b, iadd(&a, row, i64c(&a, 1)), row_slot);
+  LLVMBuildBr(b, header);
+  LLVMPositionBuilderAtEnd(b, done);
   LLVMBuildRetVoid(b);
 }

@@ -24,7 +24,7 @@ typedef struct NodeDraft {
 
 typedef struct KernelDraft {
   KernelKind kind;
-  GraphId root;
+  GraphId root, also;
   int outer_axes;
   int num_vars;
   int64_t extent[KERNEL_MAX_VARS];
@@ -36,7 +36,9 @@ typedef struct Planner {
   bool *live, *forced;
   int *use_start, *use_node, *use_slot; /* consumers of each node, CSR */
   NodeDraft *draft;
-  int *free_head; /* per node: drafts to free after it */
+  GraphId *lse_of;   /* per attention node: the attention_lse it also writes, or GRAPH_NONE */
+  bool *by_attention; /* per node: an attention_lse some lse_of names */
+  int *free_head;  /* per node: drafts to free after it */
   KernelDraft *kernels;
   int num_kernels, kernels_capacity;
 } Planner;
@@ -123,6 +125,7 @@ static int new_kernel(Planner *p, KernelKind kind, GraphId root) {
   memset(k, 0, sizeof *k);
   k->kind = kind;
   k->root = root;
+  k->also = GRAPH_NONE;
   return p->num_kernels++;
 }
 
@@ -148,6 +151,32 @@ bool kernel_op_is_attention(GraphOp op) {
          op == GRAPH_OP_ATTENTION_GRAD_V;
 }
 
+/* The softmax of an attention op gives its log-sum-exp for free, so an
+ * attention_lse of the same q, k, mask and attributes (the VJP's) is
+ * written by the attention kernel instead of recomputed by its own. */
+static void pair_attention_lse(Planner *p) {
+  const Graph *g = p->g;
+  for (GraphId id = 0; id < graph_count(g); id++) {
+    const GraphNode *lse = graph_node(g, id);
+    if (!p->live[id] || lse->op != GRAPH_OP_ATTENTION_LSE)
+      continue;
+    /* the attention reads q too and comes before the lse */
+    for (int u = p->use_start[lse->inputs[0]]; u < p->use_start[lse->inputs[0] + 1]; u++) {
+      GraphId a = p->use_node[u];
+      const GraphNode *n = graph_node(g, a);
+      if (n->op != GRAPH_OP_ATTENTION || p->lse_of[a] != GRAPH_NONE ||
+          n->num_inputs != lse->num_inputs + 1 || n->inputs[0] != lse->inputs[0] ||
+          n->inputs[1] != lse->inputs[1] || n->attrs.scale != lse->attrs.scale ||
+          n->attrs.causal != lse->attrs.causal || n->dtype != lse->dtype ||
+          (lse->num_inputs == 3 && n->inputs[3] != lse->inputs[2]))
+        continue;
+      p->lse_of[a] = id;
+      p->by_attention[id] = true;
+      break;
+    }
+  }
+}
+
 static bool make_root(Planner *p, GraphId id) {
   const GraphNode *n = graph_node(p->g, id);
   KernelKind kind = n->op == GRAPH_OP_DOT             ? KERNEL_DOT
@@ -160,6 +189,8 @@ static bool make_root(Planner *p, GraphId id) {
   p->plan->placement[id] = KERNEL_ROOT;
   p->plan->kernel_of[id] = index;
   KernelDraft *k = &p->kernels[index];
+  if (kind == KERNEL_ATTENTION && (k->also = p->lse_of[id]) != GRAPH_NONE)
+    p->plan->kernel_of[k->also] = index;
   int rank = n->shape.rank;
   /* A dot's rows are its (batch, i) pairs, an attention op's the rows of
    * its output; a scatter's range is set apart. */
@@ -306,6 +337,10 @@ static bool decide(Planner *p, GraphId id) {
     plan->placement[id] = KERNEL_FREE;
     return true;
   }
+  if (p->by_attention[id]) {
+    plan->placement[id] = KERNEL_ROOT; /* kernel_of: set by its attention's make_root */
+    return true;
+  }
   bool view_candidate = n->op == GRAPH_OP_RESHAPE && !p->forced[id];
   bool ok = true;
   if (n->op == GRAPH_OP_DOT || n->op == GRAPH_OP_SCATTER_ADD || kernel_op_is_attention(n->op) ||
@@ -341,6 +376,7 @@ static bool list_kernels(Planner *p) {
     Kernel *k = &plan->kernels[num - 1 - d];
     k->kind = p->kernels[d].kind;
     k->root = p->kernels[d].root;
+    k->also = p->kernels[d].also;
     k->outer_axes = p->kernels[d].outer_axes;
     const GraphShape *s = &graph_node(p->g, k->root)->shape;
     k->rows = 1;
@@ -351,7 +387,7 @@ static bool list_kernels(Planner *p) {
   }
   for (GraphId id = 0; id < count; id++) {
     int ki = plan->kernel_of[id];
-    if (ki < 0)
+    if (ki < 0 || p->by_attention[id])
       continue;
     plan->kernels[ki].num_nodes++;
     if (plan->placement[id] == KERNEL_INLINED && p->draft[id].hoisted_at)
@@ -367,7 +403,7 @@ static bool list_kernels(Planner *p) {
   }
   for (GraphId id = 0; id < count; id++) {
     int ki = plan->kernel_of[id];
-    if (ki < 0)
+    if (ki < 0 || p->by_attention[id])
       continue;
     Kernel *k = &plan->kernels[ki];
     k->nodes[k->num_nodes++] = id;
@@ -421,12 +457,14 @@ static bool list_args(KernelPlan *plan) {
   const Graph *g = plan->graph;
   for (int ki = 0; ki < plan->num_kernels; ki++) {
     Kernel *k = &plan->kernels[ki];
-    int most = 1;
+    int most = 2;
     for (int i = 0; i < k->num_nodes; i++)
       most += graph_node(g, k->nodes[i])->num_inputs;
     if (!(k->args = malloc(sizeof(int) * (size_t)most)))
       return false;
     add_arg(k, plan->buffer_of[k->root]);
+    if (k->also != GRAPH_NONE)
+      add_arg(k, plan->buffer_of[k->also]);
     for (int i = 0; i < k->num_nodes; i++) {
       const GraphNode *n = graph_node(g, k->nodes[i]);
       for (int s = 0; s < n->num_inputs; s++) {
@@ -446,6 +484,8 @@ static void planner_release(Planner *p) {
       free(p->draft[id].hoisted_at);
     }
   free(p->draft);
+  free(p->lse_of);
+  free(p->by_attention);
   free(p->free_head);
   free(p->kernels);
   free(p->live);
@@ -464,15 +504,19 @@ KernelPlan *kernel_plan_build(const Graph *g, char *err, size_t err_size) {
             (plan->kernel_of = malloc(n * sizeof(int))) &&
             (plan->buffer_of = malloc(n * sizeof(int))) && (p.live = calloc(n, sizeof(bool))) &&
             (p.forced = calloc(n, sizeof(bool))) && (p.draft = calloc(n, sizeof(NodeDraft))) &&
-            (p.free_head = malloc(n * sizeof(int)));
+            (p.lse_of = malloc(n * sizeof(GraphId))) &&
+            (p.by_attention = calloc(n, sizeof(bool))) && (p.free_head = malloc(n * sizeof(int)));
   if (ok) {
     plan->graph = g;
     for (GraphId id = 0; id < count; id++) {
       plan->kernel_of[id] = plan->buffer_of[id] = p.free_head[id] = -1;
+      p.lse_of[id] = GRAPH_NONE;
       p.draft[id].next_to_free = -1;
     }
     mark_live(&p);
     ok = index_consumers(&p);
+    if (ok)
+      pair_attention_lse(&p);
   }
   /* A bf16 scatter_add would accumulate in its bf16 output; autodiff
    * scatters in f32 (the gather VJP), so only a hand-built graph has one. */

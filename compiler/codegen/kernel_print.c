@@ -33,8 +33,12 @@ void kernel_plan_print(const KernelPlan *plan, FILE *out) {
     for (int i = 0; i < k->num_nodes; i++)
       fprintf(out, " %s%s%%%d", is_hoisted(k, k->nodes[i]) ? "^" : "",
               graph_op_name(graph_node(g, k->nodes[i])->op), k->nodes[i]);
-    fprintf(out, " | out b%d in", k->args[0]);
-    for (int i = 1; i < k->num_args; i++)
+    int first_in = k->also != GRAPH_NONE ? 2 : 1;
+    fprintf(out, " | out b%d", k->args[0]);
+    if (k->also != GRAPH_NONE)
+      fprintf(out, " + %s%%%d b%d", graph_op_name(graph_node(g, k->also)->op), k->also, k->args[1]);
+    fprintf(out, " in");
+    for (int i = first_in; i < k->num_args; i++)
       fprintf(out, " b%d", k->args[i]);
     fputc('\n', out);
   }
