@@ -105,25 +105,37 @@ static LLVMValueRef get(Att *a, LLVMValueRef s) {
   return LLVMBuildLoad2(a->b, LLVMGetAllocatedType(s), s, "");
 }
 
+/* Pass 0 over [0, len) steps through whole chunks of a->width lanes, pass 1
+ * through the elements left, one at a time. Begins pass `pass`'s loop with
+ * *lw its lanes per step and *at the step's first element; false (and no
+ * loop) when the pass has nothing to do. */
+static bool chunk_pass_begin(Att *a, int pass, int64_t len, CpuLoop *loop, int *lw,
+                             LLVMValueRef *at) {
+  int w = a->width;
+  int64_t full = w > 1 ? len / w : 0;
+  if (pass == 0) {
+    if (full == 0) return false;
+    cpu_loop_begin(a->gen, loop, i64c(a, 0), i64c(a, full));
+    *at = imul(a, loop->index, w);
+    *lw = w;
+  } else {
+    cpu_loop_begin(a->gen, loop, i64c(a, full * w), i64c(a, len));
+    *at = loop->index;
+    *lw = 1;
+  }
+  return true;
+}
+
 typedef enum { ACC_ZERO, ACC_SCALE, ACC_STORE } AccOp;
 
 /* Over acc[0..len): zero it, scale it by c, or store acc / c into x. */
 static void acc_apply(Att *a, AccOp op, LLVMValueRef acc, int64_t len, LLVMValueRef c,
                       LLVMValueRef x) {
-  int w = a->width;
-  int64_t full = w > 1 ? len / w : 0;
   for (int pass = 0; pass < 2; pass++) {
-    int lw = pass == 0 ? w : 1;
+    int lw;
     CpuLoop loop;
     LLVMValueRef at;
-    if (pass == 0) {
-      if (full == 0) continue;
-      cpu_loop_begin(a->gen, &loop, i64c(a, 0), i64c(a, full));
-      at = imul(a, loop.index, w);
-    } else {
-      cpu_loop_begin(a->gen, &loop, i64c(a, full * w), i64c(a, len));
-      at = loop.index;
-    }
+    if (!chunk_pass_begin(a, pass, len, &loop, &lw, &at)) continue;
     LLVMValueRef cv = c ? splat_w(a, c, lw) : NULL;
     switch (op) {
     case ACC_ZERO: store_w(a, LLVMConstNull(lanes_type(a, lw)), acc, at, lw); break;
@@ -276,20 +288,11 @@ static void dot_rows(Att *a, LLVMValueRef *xs, LLVMValueRef y, int n, int64_t le
 /* acc[r][0..len) += c[r] * x[0..len) for r < n: x is loaded once per chunk. */
 static void axpy_rows(Att *a, LLVMValueRef *acc, LLVMValueRef *c, int n, int64_t len,
                       LLVMValueRef x) {
-  int w = a->width;
-  int64_t full = w > 1 ? len / w : 0;
   for (int pass = 0; pass < 2; pass++) {
-    int lw = pass == 0 ? w : 1;
+    int lw;
     CpuLoop loop;
     LLVMValueRef at;
-    if (pass == 0) {
-      if (full == 0) continue;
-      cpu_loop_begin(a->gen, &loop, i64c(a, 0), i64c(a, full));
-      at = imul(a, loop.index, w);
-    } else {
-      cpu_loop_begin(a->gen, &loop, i64c(a, full * w), i64c(a, len));
-      at = loop.index;
-    }
+    if (!chunk_pass_begin(a, pass, len, &loop, &lw, &at)) continue;
     LLVMValueRef xv = load_w(a, x, at, lw);
     for (int r = 0; r < n; r++)
       store_w(a, fmuladd(a, splat_w(a, c[r], lw), xv, load_w(a, acc[r], at, lw)), acc[r], at, lw);
