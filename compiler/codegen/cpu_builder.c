@@ -145,14 +145,16 @@ LLVMValueRef cpu_math_call(CpuGen *gen, const char *name, LLVMTypeRef type, LLVM
                            int num_args) {
   LLVMTypeRef params[2] = {type, type};
   LLVMValueRef call = cpu_libcall(gen, name, type, params, args, num_args);
-  /* As under -fno-math-errno: errno is never read, so the call is pure and
-   * LICM may hoist one whose argument is the same for a whole row. */
-  static const char *const pure[] = {"readnone", "nounwind", "willreturn"};
+  /* As under -fno-math-errno: errno is never read, so the function is pure
+   * and defined for every input, and LICM may hoist a call whose argument
+   * is the same for a whole row out of the row's loop. */
+  static const char *const pure[] = {"readnone", "nounwind", "willreturn", "speculatable"};
+  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
   for (size_t i = 0; i < sizeof pure / sizeof pure[0]; i++) {
     unsigned kind = LLVMGetEnumAttributeKindForName(pure[i], strlen(pure[i]));
     if (kind) /* LLVM 16 spells readnone memory(none); without it the call stays opaque */
-      LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
-                               LLVMCreateEnumAttribute(gen->context, kind, 0));
+      LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                              LLVMCreateEnumAttribute(gen->context, kind, 0));
   }
   return call;
 }
