@@ -120,35 +120,36 @@ static float as_is(float x) { return x; }
 static const Staging TF32_STAGING = {PTX_DOT_AS_STRIDE, PTX_DOT_BS_STRIDE, false, tf32};
 static const Staging BF16_STAGING = {PTX_DOT16_AS_STRIDE, PTX_DOT16_BS_STRIDE, true, as_is};
 
+/* One operand's staging loads, every thread's `steps` of them, by the
+ * header's formulas: the operand spans `extent` along its other axis (m
+ * for A, n for B) and k, stored with k contiguous (A as [m, k], B
+ * transposed as [n, k]) or not; element (o, kk) of the block at o0 lands at
+ * o * stride + kk when `o_major`, else kk * stride + o. */
+static void stage_operand(int steps, int64_t inner, bool k_contiguous, int64_t o0, int64_t extent,
+                          int64_t k, int64_t p0, int64_t base, const float *X, float *xs,
+                          int64_t stride, bool o_major, float (*value)(float)) {
+  for (int64_t tid = 0; tid < PTX_DOT_THREADS; tid++)
+    for (int s = 0; s < steps; s++) {
+      int64_t e = tid + (int64_t)s * PTX_DOT_THREADS, slow = e / inner, fast = e % inner;
+      int64_t o = k_contiguous ? slow : fast, kk = k_contiguous ? fast : slow;
+      int64_t go = o0 + o, gp = p0 + kk;
+      bool ok = go < extent && gp < k;
+      int64_t index = base + (k_contiguous ? go * k + gp : gp * extent + go);
+      xs[o_major ? o * stride + kk : kk * stride + o] = ok ? value(X[index]) : 0.0f;
+    }
+}
+
 /* Every thread's staging loads for the k step at p0 of the block at
- * (row0, col0), by the header's formulas. Cells no thread stages stay NaN,
- * so reading one poisons C. */
+ * (row0, col0). Cells no thread stages stay NaN, so reading one poisons C. */
 static void stage(const Dot *d, const Staging *st, const float *A, const float *B, int64_t row0,
                   int64_t col0, int64_t p0, int64_t a_base, int64_t b_base, float *as,
                   size_t as_len, float *bs, size_t bs_len) {
   for (size_t i = 0; i < as_len; i++) as[i] = NAN;
   for (size_t i = 0; i < bs_len; i++) bs[i] = NAN;
-  for (int64_t tid = 0; tid < PTX_DOT_THREADS; tid++) {
-    for (int s = 0; s < PTX_DOT_A_STEPS; s++) {
-      int64_t e = tid + (int64_t)s * PTX_DOT_THREADS;
-      int64_t slow = e / ptx_dot_a_inner(d->ta), fast = e % ptx_dot_a_inner(d->ta);
-      int64_t r = d->ta ? fast : slow, kk = d->ta ? slow : fast;
-      int64_t gi = row0 + r, gp = p0 + kk;
-      bool ok = gi < d->m && gp < d->k;
-      int64_t index = a_base + (d->ta ? gp * d->m + gi : gi * d->k + gp);
-      as[r * st->as_stride + kk] = ok ? st->value(A[index]) : 0.0f;
-    }
-    for (int s = 0; s < PTX_DOT_B_STEPS; s++) {
-      int64_t e = tid + (int64_t)s * PTX_DOT_THREADS;
-      int64_t slow = e / ptx_dot_b_inner(d->tb), fast = e % ptx_dot_b_inner(d->tb);
-      int64_t c = d->tb ? slow : fast, kk = d->tb ? fast : slow;
-      int64_t gj = col0 + c, gp = p0 + kk;
-      bool ok = gj < d->n && gp < d->k;
-      int64_t index = b_base + (d->tb ? gj * d->k + gp : gp * d->n + gj);
-      bs[st->b_by_column ? c * st->bs_stride + kk : kk * st->bs_stride + c] =
-          ok ? st->value(B[index]) : 0.0f;
-    }
-  }
+  stage_operand(PTX_DOT_A_STEPS, ptx_dot_a_inner(d->ta), !d->ta, row0, d->m, d->k, p0, a_base, A,
+                as, st->as_stride, true, st->value);
+  stage_operand(PTX_DOT_B_STEPS, ptx_dot_b_inner(d->tb), d->tb, col0, d->n, d->k, p0, b_base, B,
+                bs, st->bs_stride, st->b_by_column, st->value);
 }
 
 /* The emitter's kernel, thread by thread (its emit_tiled, stage, multiply). */
