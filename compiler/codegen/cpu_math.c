@@ -19,19 +19,30 @@ static LLVMValueRef fadd(CpuGen *gen, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildFAdd(gen->builder, a, b, "");
 }
 
+/* a b + c in one rounding where the target has FMA (half the
+ * instructions of a multiply and an add). */
+static LLVMValueRef fmuladd(CpuGen *gen, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
+  LLVMTypeRef t = gen->f32;
+  LLVMValueRef args[3] = {a, b, c};
+  return cpu_intrinsic(gen, "llvm.fmuladd", &t, 1, args, 3);
+}
+
 /* c[0] + x (c[1] + x (c[2] + ...)), Horner's rule from the highest term. */
 static LLVMValueRef polynomial(CpuGen *gen, LLVMValueRef x, const double *c, int n) {
   LLVMValueRef y = real(gen, c[n - 1]);
-  for (int i = n - 2; i >= 0; i--) y = fadd(gen, fmul(gen, y, x), real(gen, c[i]));
+  for (int i = n - 2; i >= 0; i--) y = fmuladd(gen, y, x, real(gen, c[i]));
   return y;
 }
 
+/* A compare and a select each way, which x86 does in one max and one min;
+ * llvm.maxnum/minnum would add a NaN test and blend to each (their NaN
+ * rule is not the instructions'). A NaN x passes through: callers give
+ * NaN their own result. */
 static LLVMValueRef clamp(CpuGen *gen, LLVMValueRef x, double lo, double hi) {
-  LLVMTypeRef t = gen->f32;
-  LLVMValueRef args[2] = {x, real(gen, lo)};
-  x = cpu_intrinsic(gen, "llvm.maxnum", &t, 1, args, 2);
-  args[0] = x, args[1] = real(gen, hi);
-  return cpu_intrinsic(gen, "llvm.minnum", &t, 1, args, 2);
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef l = real(gen, lo), h = real(gen, hi);
+  x = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, x, l, ""), l, x, "");
+  return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, h, ""), h, x, "");
 }
 
 /* 2^n for an i32 n in [-126, 127]: the exponent field built directly. */
@@ -46,14 +57,14 @@ LLVMValueRef cpu_exp_f32(CpuGen *gen, LLVMValueRef x) {
   LLVMTypeRef t = gen->f32;
   /* Past these, expf is +inf (above ~88.72) or 0 (below ~-103.97). */
   LLVMValueRef xc = clamp(gen, x, -104.0, 89.0);
-  LLVMValueRef scaled = fadd(gen, fmul(gen, xc, real(gen, 1.44269504088896341)), real(gen, 0.5));
+  LLVMValueRef scaled = fmuladd(gen, xc, real(gen, 1.44269504088896341), real(gen, 0.5));
   LLVMValueRef n = cpu_intrinsic(gen, "llvm.floor", &t, 1, &scaled, 1);
   /* r = x - n ln 2, with ln 2 split in two so n * C1 is exact. */
-  LLVMValueRef r = LLVMBuildFSub(b, xc, fmul(gen, n, real(gen, 0.693359375)), "");
-  r = LLVMBuildFSub(b, r, fmul(gen, n, real(gen, -2.12194440e-4)), "");
+  LLVMValueRef r = fmuladd(gen, n, real(gen, -0.693359375), xc);
+  r = fmuladd(gen, n, real(gen, 2.12194440e-4), r);
   static const double p[] = {5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2,
                              8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4};
-  LLVMValueRef er = fadd(gen, fadd(gen, fmul(gen, polynomial(gen, r, p, 6), fmul(gen, r, r)), r),
+  LLVMValueRef er = fadd(gen, fmuladd(gen, polynomial(gen, r, p, 6), fmul(gen, r, r), r),
                          real(gen, 1.0));
   /* n is in [-150, 128]; two factors 2^(n/2) and 2^(n - n/2) stay normal,
    * so results in the subnormal range and overflow to inf come out right. */
@@ -61,7 +72,8 @@ LLVMValueRef cpu_exp_f32(CpuGen *gen, LLVMValueRef x) {
   LLVMValueRef half = LLVMBuildAShr(b, ni, cpu_i32(gen, 1), "");
   LLVMValueRef rest = LLVMBuildSub(b, ni, half, "");
   LLVMValueRef y = fmul(gen, fmul(gen, er, power_of_two(gen, half)), power_of_two(gen, rest));
-  /* maxnum/minnum drop a NaN; expf(NaN) is NaN. */
+  /* expf(NaN) is NaN (the clamp let it through, but the int conversion
+   * of n would not). */
   LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
   return LLVMBuildSelect(b, nan, x, y, "");
 }
@@ -74,7 +86,7 @@ LLVMValueRef cpu_tanh_f32(CpuGen *gen, LLVMValueRef x) {
   static const double p[] = {-3.33332819422e-1, 1.33314422036e-1, -5.37397155531e-2,
                              2.06390887954e-2, -5.70498872745e-3};
   LLVMValueRef z = fmul(gen, x, x);
-  LLVMValueRef small = fadd(gen, fmul(gen, fmul(gen, polynomial(gen, z, p, 5), z), x), x);
+  LLVMValueRef small = fmuladd(gen, fmul(gen, polynomial(gen, z, p, 5), z), x, x);
   /* Elsewhere 1 - 2 / (e^2|x| + 1), which reaches 1 as e^2|x| overflows. */
   LLVMValueRef e = cpu_exp_f32(gen, fadd(gen, ax, ax));
   LLVMValueRef large = LLVMBuildFSub(
