@@ -5,13 +5,24 @@
  * operands. Runs alternate, medians are printed with GFLOP/s and the ratio
  * (OpenBLAS time / ours); "best" is the ratio of the fastest runs, which
  * other load on the machine disturbs less.
+ *
+ * The peer runs at its best: OpenBLAS picks its own kernel for the CPU (an
+ * OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE in the environment, which some
+ * machines set to keep older OpenBLAS builds on a safe kernel, is removed by
+ * re-executing without it; the kernel used is printed), and neither side is
+ * timed while the other's threads still spin. OpenBLAS's workers busy-wait
+ * for about 2^28 cycles after each call (its THREAD_TIMEOUT), a tenth of a
+ * second here: on 2 cores our two threads then share them with a third, which
+ * halved our times in whichever rounds followed a BLAS run closely.
  * usage: gemm_bench [ROUNDS [FILTER]]   (a benchmark, not a test: see bench/RESULTS.md);
  * FILTER runs only the cases whose name contains it. GEMM_BENCH_KEEP=1 keeps the
  * compiled case libraries in /tmp/tfm_gemm_bench_* so `perf report` can name
  * their functions. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
+#include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -75,6 +86,53 @@ static double now(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Whether any thread of this process other than the main one (whose thread id
+ * is the process id) is running (state R in /proc/self/task/TID/stat), i.e.
+ * still spinning after its last job. */
+static bool other_threads_running(void) {
+  DIR *tasks = opendir("/proc/self/task");
+  if (!tasks) return false;
+  char self[32], path[300], stat[512];
+  snprintf(self, sizeof self, "%ld", (long)getpid());
+  bool running = false;
+  for (struct dirent *t; !running && (t = readdir(tasks));) {
+    if (t->d_name[0] == '.' || strcmp(t->d_name, self) == 0) continue;
+    snprintf(path, sizeof path, "/proc/self/task/%s/stat", t->d_name);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    size_t got = fread(stat, 1, sizeof stat - 1, f);
+    fclose(f);
+    stat[got] = '\0';
+    const char *state = strrchr(stat, ')'); /* the name in (...) may hold spaces */
+    running = state && state[1] == ' ' && state[2] == 'R';
+  }
+  closedir(tasks);
+  return running;
+}
+
+/* Waits (up to a second) until the other threads sleep, so the next timed run
+ * has both cores to itself. */
+static void wait_for_idle_threads(void) {
+  for (int i = 0; i < 1000 && other_threads_running(); i++)
+    nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+}
+
+/* OpenBLAS reads these when it is loaded: drop them by running again without. */
+static void reexec_without_openblas_overrides(char **argv) {
+  const char *names[] = {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"};
+  bool found = false;
+  for (int i = 0; i < 2; i++)
+    if (getenv(names[i])) {
+      fprintf(stderr, "gemm_bench: running OpenBLAS without %s=%s\n", names[i], getenv(names[i]));
+      unsetenv(names[i]);
+      found = true;
+    }
+  if (!found) return;
+  execv("/proc/self/exe", argv);
+  fprintf(stderr, "gemm_bench: cannot re-execute itself: %s\n", strerror(errno));
+  exit(1);
 }
 
 static int compare(const void *a, const void *b) {
@@ -154,6 +212,7 @@ static void blas(const Case *cs, const float *a, const float *b, float *c) {
 }
 
 int main(int argc, char **argv) {
+  reexec_without_openblas_overrides(argv);
   int rounds = argc > 1 ? atoi(argv[1]) : 5;
   const char *filter = argc > 2 ? argv[2] : "";
   if (rounds < 1 || rounds > 100 || argc > 3) {
@@ -167,6 +226,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   openblas_set_num_threads(2);
+  printf("OpenBLAS kernel: %s (%s)\n", openblas_get_corename(), openblas_get_config());
   double step_ours = 0, step_blas = 0, step_flops = 0;
   printf("%-38s %10s %10s %8s %8s %7s %9s %7s\n", "case", "ours ms", "blas ms", "ours GF", "blas GF",
          "ratio", "max rel", "best");
@@ -204,10 +264,12 @@ int main(int argc, char **argv) {
       worst = fmax(worst, fabs(ours.c[i] - c[i]) / fmax(fabs(c[i]), 1e-3));
     double t_ours[100], t_blas[100];
     for (int r = 0; r < rounds; r++) {
+      wait_for_idle_threads();
       t0 = now();
       for (int i = 0; i < reps; i++)
         ours.run(ours.arena.persistent, ours.arena.scratch, pool);
       t_ours[r] = (now() - t0) / reps;
+      wait_for_idle_threads();
       t0 = now();
       for (int i = 0; i < reps; i++)
         blas(cs, a, b, c);
