@@ -23,6 +23,14 @@
  * about as much as a few adds, not as a tanh. */
 #define MAX_COST 4
 #define MAX_COPIES 4
+/* A kernel that only expands its input through movement ops (a broadcast of
+ * a scalar or a row statistic) costs nothing to copy and each copy reads
+ * fewer bytes than the stored value, so it is copied into as many readers as
+ * it has, up to this many: one CSE'd broadcast of the clipping factor or of
+ * Adam's bias correction is read by every update of its shape (60 in
+ * gpt-small), and storing it made each of them read a full-size tensor
+ * where one value a row would do. */
+#define MAX_EXPANSION_COPIES 64
 #define MAX_ROUNDS 8
 
 static int op_cost(GraphOp op) {
@@ -50,7 +58,7 @@ static int op_cost(GraphOp op) {
 
 typedef struct Choice {
   int num_copies;           /* 0: the kernel stays */
-  int consumer[MAX_COPIES]; /* the consumer kernels, one copy each */
+  int consumer[MAX_EXPANSION_COPIES]; /* the consumer kernels, one copy each */
   int num_views;            /* reshapes of the root that share its buffer: copied too */
   GraphId view[MAX_VIEWS];
 } Choice;
@@ -73,9 +81,9 @@ static bool reads_root(const KernelPlan *plan, int ki, const Choice *c, GraphId 
 }
 
 /* The loop kernels other than `ki` that read its root, directly or through
- * views; false when some reader is not a loop kernel or there are too
- * many. */
-static bool consumer_kernels(const KernelPlan *plan, int ki, Choice *c) {
+ * views; false when some reader is not a loop kernel or there are more than
+ * `most`. */
+static bool consumer_kernels(const KernelPlan *plan, int ki, int most, Choice *c) {
   const Graph *g = plan->graph;
   c->num_copies = c->num_views = 0;
   for (GraphId id = plan->kernels[ki].root + 1; id < graph_count(g); id++) {
@@ -99,7 +107,7 @@ static bool consumer_kernels(const KernelPlan *plan, int ki, Choice *c) {
     while (j < c->num_copies && c->consumer[j] != kc)
       j++;
     if (j == c->num_copies) {
-      if (c->num_copies == MAX_COPIES)
+      if (c->num_copies == most)
         return false;
       c->consumer[c->num_copies++] = kc;
     }
@@ -179,6 +187,14 @@ static bool copied_part(const KernelPlan *plan, const Kernel *k, bool *copied) {
   return true;
 }
 
+/* Whether the kernel's inputs together are smaller than its output. */
+static bool expands(const KernelPlan *plan, const Kernel *k) {
+  int64_t inputs = 0;
+  for (int a = 1; a < k->num_args; a++)
+    inputs += plan->buffers[k->args[a]].bytes;
+  return inputs < plan->buffers[k->args[0]].bytes;
+}
+
 static bool worth_copying(const KernelPlan *plan, int ki, Choice *c, bool *copied) {
   const Kernel *k = &plan->kernels[ki];
   if (k->kind != KERNEL_LOOP || is_interface_value(plan->graph, k->root) ||
@@ -188,7 +204,8 @@ static bool worth_copying(const KernelPlan *plan, int ki, Choice *c, bool *copie
   for (int i = 0; i < k->num_nodes; i++)
     if (copied[i])
       cost += op_cost(graph_node(plan->graph, k->nodes[i])->op);
-  return cost <= MAX_COST && consumer_kernels(plan, ki, c) && c->num_copies >= 2 &&
+  int most = cost == 0 && expands(plan, k) ? MAX_EXPANSION_COPIES : MAX_COPIES;
+  return cost <= MAX_COST && consumer_kernels(plan, ki, most, c) && c->num_copies >= 2 &&
          copying_pays(plan, ki, c);
 }
 
@@ -256,13 +273,18 @@ static void compose(GraphId *map, const GraphId *round, int count) {
 }
 
 /* Rebuilds the graph with every node of a chosen kernel, and every view of
- * its root, copied once per consumer kernel (copies[id * MAX_COPIES + j])
- * and each consumer reading its own copy. */
+ * its root, copied once per consumer kernel (copies[id * most + j], most the
+ * largest number of copies of any kernel) and each consumer reading its own
+ * copy. */
 static Graph *copy_kernels(const KernelPlan *plan, const Choice *choice, const int *owner,
                            GraphId *map, int map_count, char *err, size_t err_size) {
   const Graph *in = plan->graph;
   PassRewrite r;
-  GraphId *copies = malloc(sizeof(GraphId) * (size_t)(graph_count(in) * MAX_COPIES + 1));
+  int most = 1;
+  for (int ki = 0; ki < plan->num_kernels; ki++)
+    if (choice[ki].num_copies > most)
+      most = choice[ki].num_copies;
+  GraphId *copies = malloc(sizeof(GraphId) * (size_t)(graph_count(in) * most + 1));
   if (!copies || !pass_rewrite_begin(&r, in, err, err_size)) {
     free(copies);
     errbuf_set(err, err_size, "recomputation: out of memory");
@@ -276,10 +298,10 @@ static Graph *copy_kernels(const KernelPlan *plan, const Choice *choice, const i
       for (int j = 0; j < choice[own].num_copies; j++) {
         for (int s = 0; s < n->num_inputs; s++)
           if (owner[n->inputs[s]] == own)
-            inputs[s] = copies[n->inputs[s] * MAX_COPIES + j];
-        copies[id * MAX_COPIES + j] = graph_copy_node(r.out, in, id, inputs);
+            inputs[s] = copies[n->inputs[s] * most + j];
+        copies[id * most + j] = graph_copy_node(r.out, in, id, inputs);
       }
-      r.map[id] = copies[id * MAX_COPIES];
+      r.map[id] = copies[id * most];
       continue;
     }
     /* A reader of a copied root or view is in one of its consumer kernels
@@ -287,7 +309,7 @@ static Graph *copy_kernels(const KernelPlan *plan, const Choice *choice, const i
     for (int s = 0; s < n->num_inputs; s++) {
       int kx = owner[n->inputs[s]];
       if (kx >= 0)
-        inputs[s] = copies[n->inputs[s] * MAX_COPIES + copy_for(&choice[kx], plan->kernel_of[id])];
+        inputs[s] = copies[n->inputs[s] * most + copy_for(&choice[kx], plan->kernel_of[id])];
     }
     r.map[id] = graph_copy_node(r.out, in, id, inputs);
   }

@@ -349,6 +349,21 @@ static void recomputation(void) {
     fprintf(stderr, "a broadcast row max: expected 3 kernels and the max alone stored "
                     "(64 bytes), got %lld bytes\n", (long long)scratch);
   cg_check_graph("a broadcast row max read by two kernels: the max alone is stored", g, NULL);
+
+  /* A broadcast scalar read by six kernels, more than a kernel that
+   * computes is copied into: a broadcast only expands, so it is copied into
+   * all six instead of stored full size (Adam's bias corrections). */
+  g = graph_new();
+  GraphId scale = bcast(g, graph_input(g, "s", GRAPH_F32, SHAPE(1, 1)), SHAPE(6, 37));
+  for (int i = 0; i < 6; i++) {
+    char x[3] = {'x', (char)('0' + i), 0}, y[3] = {'y', (char)('0' + i), 0};
+    graph_output(g, y, graph_binary(g, GRAPH_OP_MUL, graph_input(g, x, GRAPH_F32, SHAPE(6, 37)), scale));
+  }
+  if (!CG_CHECK(plan_kernels(g) == 7) || !CG_CHECK(recomputed_kernels_scratch(g, &scratch) == 6) ||
+      !CG_CHECK(scratch == 0))
+    fprintf(stderr, "a broadcast read by six kernels: expected 7 kernels, 6 after and no "
+                    "scratch, got %lld bytes\n", (long long)scratch);
+  cg_check_graph("a broadcast scalar read by six kernels is copied into each", g, NULL);
 }
 
 int main(void) {
