@@ -16,7 +16,9 @@
  * Backward: p = exp(s - lse) is recomputed from q, k and the saved lse;
  * grad_q sums over the keys of its row, grad_k and grad_v over the queries
  * that see their key (i >= j when causal); rows with lse = -inf contribute
- * nothing. Dot products and the accumulations run over the head size in
+ * nothing. When kernel formation paired a grad_v with a grad_k (Kernel.also),
+ * the grad_k kernel accumulates dv = sum_i p_ij do_i from the same p and
+ * do rows as well. Dot products and the accumulations run over the head size in
  * vectors of the target's width (one lane on the GPU), the tail in scalars. */
 #include <math.h>
 
@@ -318,7 +320,7 @@ typedef struct AttKernel {
   bool causal, query_rows;
   int64_t t, s, d, dv, acc_len, rows_per_batch;
   LLVMValueRef q, k, v, d_o, lse, delta, out;
-  LLVMValueRef lse_out; /* attention: where its lse goes too (Kernel.also), or NULL */
+  LLVMValueRef also_out; /* Kernel.also's output, or NULL: attention's lse, grad_k's dv */
   MaskMap mask;
   LLVMValueRef scale;
 } AttKernel;
@@ -330,6 +332,7 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
   LLVMBuilderRef b = a->b;
   GraphOp op = c->op;
   bool forward = op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_LSE;
+  bool grad_kv = op == GRAPH_OP_ATTENTION_GRAD_K && c->also_out;
   int64_t t = c->t, d = c->d, dv = c->dv;
   LLVMValueRef neg_inf = real(a, -INFINITY), zero = real(a, 0.0);
   LLVMValueRef batch = LLVMBuildUDiv(b, row0, i64c(a, c->rows_per_batch), "");
@@ -343,17 +346,19 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
 
   /* Per row r: x = x0 + r, its accumulator, scores, probabilities, the
    * running max and sum (forward), its lse and delta (grad_q) and rows. */
-  LLVMValueRef xr[TILE], acc[TILE], sblk[TILE], pblk[TILE], m[TILE], l[TILE], bm[TILE];
+  LLVMValueRef xr[TILE], acc[TILE], acc_v[TILE], sblk[TILE], pblk[TILE], m[TILE], l[TILE], bm[TILE];
   LLVMValueRef shift[TILE], dead[TILE], di[TILE], own[TILE], own_dv[TILE], mrow[TILE];
   LLVMValueRef lblk = c->query_rows ? NULL : row_array(a, BLOCK, "lse");
   for (int r = 0; r < n; r++) {
     xr[r] = iadd(a, x0, i64c(a, r));
     acc[r] = c->acc_len > 0 ? row_array(a, c->acc_len, "acc") : NULL;
+    acc_v[r] = grad_kv ? row_array(a, dv, "acc_v") : NULL; /* grad_k's dv too */
     sblk[r] = row_array(a, BLOCK, "scores");
     pblk[r] = row_array(a, BLOCK, "p");
     bm[r] = slot(a, a->t, NULL);
     m[r] = l[r] = shift[r] = dead[r] = di[r] = own_dv[r] = mrow[r] = NULL;
     if (acc[r]) acc_apply(a, ACC_ZERO, acc[r], c->acc_len, NULL, NULL);
+    if (acc_v[r]) acc_apply(a, ACC_ZERO, acc_v[r], dv, NULL, NULL);
     if (c->query_rows) {
       own[r] = cpu_element(gen, a->t, qb, imul(a, xr[r], d));
       if (c->mask.data) mrow[r] = mask_row(a, &c->mask, batch, xr[r]);
@@ -470,6 +475,7 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
       LLVMValueRef dp[TILE], ds[TILE];
       LLVMValueRef with = cpu_element(gen, a->t, c->query_rows ? vb : dob, imul(a, at, dv));
       dot_rows(a, own_dv, with, n, dv, dp);
+      if (grad_kv) axpy_rows(a, acc_v, p, n, dv, with); /* dv += p do_i */
       LLVMValueRef dd = c->query_rows ? NULL : load_w(a, deltab, at, 1);
       for (int r = 0; r < n; r++) {
         LLVMValueRef diff = LLVMBuildFSub(b, dp[r], c->query_rows ? di[r] : dd, "");
@@ -488,7 +494,7 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
     if (forward) {
       LLVMValueRef lv = get(a, l[r]);
       LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, lv, zero, "");
-      LLVMValueRef lse_out = op == GRAPH_OP_ATTENTION_LSE ? c->out : c->lse_out;
+      LLVMValueRef lse_out = op == GRAPH_OP_ATTENTION_LSE ? c->out : c->also_out;
       if (lse_out) {
         LLVMValueRef value = LLVMBuildFAdd(b, get(a, m[r]), log_t(a, lv), "");
         store_w(a, LLVMBuildSelect(b, empty, neg_inf, value, ""), lse_out, row, 1);
@@ -501,6 +507,9 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
     } else {
       acc_apply(a, ACC_STORE, acc[r], c->acc_len, real(a, 1.0),
                 cpu_element(gen, a->t, c->out, imul(a, row, c->acc_len)));
+      if (grad_kv)
+        acc_apply(a, ACC_STORE, acc_v[r], dv, real(a, 1.0),
+                  cpu_element(gen, a->t, c->also_out, imul(a, row, dv)));
     }
   }
 }
@@ -532,7 +541,7 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
   for (int i = 0; i < n->num_inputs; i++)
     in[i] = cpu_kernel_arg(gen, args, arg_of(gen, kernel, n->inputs[i]), a.t);
   c.out = cpu_kernel_arg(gen, args, 0, a.t);
-  c.lse_out = kernel->also != GRAPH_NONE ? cpu_kernel_arg(gen, args, 1, a.t) : NULL;
+  c.also_out = kernel->also != GRAPH_NONE ? cpu_kernel_arg(gen, args, 1, a.t) : NULL;
   c.q = in[0], c.k = in[1], c.v = fixed > 2 ? in[2] : NULL;
   c.d_o = fixed == 6 ? in[3] : NULL, c.lse = fixed == 6 ? in[4] : NULL;
   c.delta = fixed == 6 ? in[5] : NULL;
