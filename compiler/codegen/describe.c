@@ -92,7 +92,8 @@ static LLVMValueRef kernel_desc(Emitter *e, const KernelPlan *plan, int ki) {
   const GraphNode *root = graph_node(plan->graph, k->root);
   char type[160], label[256];
   graph_format_type(type, sizeof type, root->dtype, &root->shape);
-  const char *also = k->also != GRAPH_NONE ? graph_op_name(graph_node(plan->graph, k->also)->op) : "";
+  const char *also =
+      k->also != GRAPH_NONE ? graph_op_name(graph_node(plan->graph, k->also)->op) : "";
   snprintf(label, sizeof label, "%s %s%s%s %s (%d op%s)", kernel_kind_name(k->kind),
            graph_op_name(root->op), *also ? "+" : "", also, type, k->num_nodes,
            k->num_nodes == 1 ? "" : "s");
