@@ -55,11 +55,13 @@ static LLVMValueRef load_w(Att *a, LLVMValueRef base, LLVMValueRef index, int w)
   return v;
 }
 
-static void store_w(Att *a, LLVMValueRef value, LLVMValueRef base, LLVMValueRef index, int w) {
+static LLVMValueRef store_w(Att *a, LLVMValueRef value, LLVMValueRef base, LLVMValueRef index,
+                            int w) {
   LLVMValueRef p = cpu_element(a->gen, a->t, base, index);
   if (w > 1) p = LLVMBuildBitCast(a->b, p, LLVMPointerType(lanes_type(a, w), 0), "");
   LLVMValueRef s = LLVMBuildStore(a->b, value, p);
   LLVMSetAlignment(s, elem_align(a));
+  return s;
 }
 
 static LLVMValueRef splat_w(Att *a, LLVMValueRef x, int w) {
@@ -309,14 +311,22 @@ static void axpy_rows(Att *a, LLVMValueRef *acc, LLVMValueRef *c, int n, int64_t
 
 /* acc[r][at .. at + nc lw) += sum over u < count of c[r][u] x[u stride + at ..]:
  * the nc chunks' accumulators of the n rows stay in registers over the
- * block's rows of x, instead of a load and a store of acc per product. */
+ * block's rows of x, instead of a load and a store of acc per product.
+ * Their loads and stores are volatile, which keeps acc in memory between
+ * blocks: promoted to registers over the whole tile, grad_k's 2 x 16
+ * accumulators (dk and dv) left too few for the rest, and the spilled ones
+ * went through memory inside this loop (grad_k + grad_v 3.47 -> 3.0 ms a
+ * call on gpt-small). */
 static void block_axpy_group(Att *a, LLVMValueRef *acc, LLVMValueRef *c, int n, LLVMValueRef x,
                              int64_t stride, LLVMValueRef count, LLVMValueRef at, int nc, int lw) {
   LLVMValueRef sum[TILE][GROUP];
   LLVMTypeRef vt = lanes_type(a, lw);
   for (int r = 0; r < n; r++)
-    for (int k = 0; k < nc; k++)
-      sum[r][k] = slot(a, vt, load_w(a, acc[r], iadd(a, at, i64c(a, k * lw)), lw));
+    for (int k = 0; k < nc; k++) {
+      LLVMValueRef v = load_w(a, acc[r], iadd(a, at, i64c(a, k * lw)), lw);
+      LLVMSetVolatile(v, 1);
+      sum[r][k] = slot(a, vt, v);
+    }
   CpuLoop u;
   cpu_loop_begin(a->gen, &u, i64c(a, 0), count);
   LLVMValueRef row = iadd(a, imul(a, u.index, stride), at);
@@ -330,7 +340,7 @@ static void block_axpy_group(Att *a, LLVMValueRef *acc, LLVMValueRef *c, int n, 
   cpu_loop_end(a->gen, &u);
   for (int r = 0; r < n; r++)
     for (int k = 0; k < nc; k++)
-      store_w(a, get(a, sum[r][k]), acc[r], iadd(a, at, i64c(a, k * lw)), lw);
+      LLVMSetVolatile(store_w(a, get(a, sum[r][k]), acc[r], iadd(a, at, i64c(a, k * lw)), lw), 1);
 }
 
 /* acc[r][0..len) += sum over u < count of c[r][u] x[u stride .. u stride + len)
@@ -547,9 +557,8 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
   }
   /* then the backward's accumulations over the block's rows of the other
    * side, dq += ds k, dk += ds q, dv += p do, in registers (block_axpy). The
-   * forward keeps o in memory (axpy_rows above): its block_axpy held the 16
-   * accumulators in registers over the whole tile and the scores and exp
-   * ran slower for it (gpt-small's attention 1.70 -> 1.93 ms a call). */
+   * forward keeps its axpy per row of v (above), which measured faster
+   * (gpt-small's attention 1.55 ms a call, 1.76 with block_axpy). */
   if (op == GRAPH_OP_ATTENTION_GRAD_V || grad_kv)
     block_axpy(a, grad_kv ? acc_v : acc, pblk, n, dv,
                cpu_element(gen, a->t, dob, imul(a, base, dv)), dv, count);
