@@ -380,6 +380,26 @@ static void block_exp(Att *a, LLVMValueRef s, LLVMValueRef sub, LLVMValueRef sub
   cpu_loop_end(a->gen, &e);
 }
 
+/* The largest of s[0..BLOCK) (-inf when all are): vectors of the target's
+ * width folded lane-wise, then in halves. */
+static LLVMValueRef block_max(Att *a, LLVMValueRef s) {
+  int w = a->width > 1 && BLOCK % a->width == 0 ? a->width : 1;
+  LLVMValueRef m = load_w(a, s, i64c(a, 0), w);
+  for (int at = w; at < BLOCK; at += w) m = max_t(a, m, load_w(a, s, i64c(a, at), w));
+  for (; w > 1; w /= 2) {
+    LLVMValueRef lo[32], hi[32];
+    for (int i = 0; i < w / 2; i++) lo[i] = cpu_i32(a->gen, i), hi[i] = cpu_i32(a->gen, w / 2 + i);
+    LLVMValueRef l = LLVMBuildShuffleVector(a->b, m, LLVMGetUndef(LLVMTypeOf(m)),
+                                            LLVMConstVector(lo, (unsigned)(w / 2)), "");
+    LLVMValueRef h = LLVMBuildShuffleVector(a->b, m, LLVMGetUndef(LLVMTypeOf(m)),
+                                            LLVMConstVector(hi, (unsigned)(w / 2)), "");
+    m = max_t(a, l, h);
+  }
+  return LLVMGetTypeKind(LLVMTypeOf(m)) == LLVMVectorTypeKind
+             ? LLVMBuildExtractElement(a->b, m, cpu_i32(a->gen, 0), "")
+             : m;
+}
+
 /* What every tile of a kernel shares: its op, sizes and typed arguments. */
 typedef struct AttKernel {
   GraphOp op;
@@ -390,6 +410,23 @@ typedef struct AttKernel {
   MaskMap mask;
   LLVMValueRef scale;
 } AttKernel;
+
+/* In a causal tile of rows x0 .. x0 + n - 1, row r does not see the other
+ * side's x0 + u for u > r (query rows) or u < r (key rows): where such a
+ * pair falls in the block [base, base + count), its score becomes -inf.
+ * Only these n (n - 1) / 2 pairs of the visited span are hidden. */
+static void hide_past_diagonal(Att *a, const AttKernel *c, LLVMValueRef *sblk, LLVMValueRef x0,
+                               LLVMValueRef base, LLVMValueRef count, int n) {
+  for (int r = 0; r < n; r++)
+    for (int u = 0; u < n; u++) {
+      if (c->query_rows ? u <= r : u >= r) continue;
+      LLVMValueRef e = LLVMBuildSub(a->b, iadd(a, x0, i64c(a, u)), base, "");
+      LLVMBasicBlockRef next =
+          begin_unless(a, LLVMBuildICmp(a->b, LLVMIntUGE, e, count, ""));
+      store_w(a, real(a, -INFINITY), sblk[r], e, 1);
+      end_unless(a, next);
+    }
+}
 
 /* Output rows row0 .. row0 + n - 1, all of one batch: query rows i
  * (attention, attention_lse, grad_q) or key rows j (grad_k, grad_v). */
@@ -458,7 +495,6 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
   cpu_loop_begin(gen, &blk, i64c(a, 0), blocks);
   LLVMValueRef base = iadd(a, first, imul(a, blk.index, BLOCK));
   LLVMValueRef count = min_i64(a, i64c(a, BLOCK), LLVMBuildSub(b, last, base, ""));
-  for (int r = 0; r < n; r++) LLVMBuildStore(b, neg_inf, bm[r]);
 
   /* 1. the block's scores; -inf where masked, hidden, past the end, or
    * for a query whose row is fully masked (lse = -inf, its p taken as 0) */
@@ -486,19 +522,16 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
                                    imul(a, xr[r], c->mask.stride[c->mask.rank - 1]));
       v = LLVMBuildFAdd(b, v, load_w(a, c->mask.data, at, 1), "");
     }
-    LLVMValueRef hidden = NULL;
-    if (c->causal && n > 1)
-      hidden = c->query_rows ? LLVMBuildICmp(b, LLVMIntSGT, other, xr[r], "")
-                             : LLVMBuildICmp(b, LLVMIntSLT, other, xr[r], "");
-    if (dead[r]) hidden = hidden ? LLVMBuildOr(b, hidden, dead[r], "") : dead[r];
-    if (hidden) v = LLVMBuildSelect(b, hidden, neg_inf, v, "");
+    if (dead[r]) v = LLVMBuildSelect(b, dead[r], neg_inf, v, "");
     store_w(a, v, sblk[r], e.index, 1);
-    LLVMBuildStore(b, max_t(a, v, get(a, bm[r])), bm[r]);
   }
   if (lblk) store_w(a, lo, lblk, e.index, 1);
   if (skip_row) end_unless(a, skip_row);
   end_unless(a, skip_out);
   cpu_loop_end(gen, &e);
+  /* the pairs of a causal tile past its diagonal, then each row's max */
+  if (c->causal && n > 1) hide_past_diagonal(a, c, sblk, x0, base, count, n);
+  for (int r = 0; r < n; r++) LLVMBuildStore(b, block_max(a, sblk[r]), bm[r]);
 
   /* a block with no visible entry in any row is skipped */
   LLVMValueRef none = is_neg_inf(a, get(a, bm[0]));
@@ -522,8 +555,8 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
   /* 3. the products, one row of the other side per step: the forward's
    * sums l and o += p v; the backward's ds = scale p (dp - delta) with
    * dp = do_i . v_j (do of query rows against the shared v row, or the
-   * shared do row against v of key rows), 0 where every row's p is 0, into
-   * the scores' arrays (no longer needed) */
+   * shared do row against v of key rows), into the scores' arrays (no
+   * longer needed); a hidden or masked pair has p = 0 and so ds = 0 */
   bool ds = op == GRAPH_OP_ATTENTION_GRAD_Q || op == GRAPH_OP_ATTENTION_GRAD_K;
   LLVMValueRef *dsblk = sblk;
   if (op != GRAPH_OP_ATTENTION_GRAD_V) {
@@ -537,11 +570,6 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
       if (op == GRAPH_OP_ATTENTION)
         axpy_rows(a, acc, p, n, dv, cpu_element(gen, a->t, vb, imul(a, at, dv)));
     } else {
-      for (int r = 0; r < n; r++) store_w(a, zero, dsblk[r], u.index, 1);
-      LLVMValueRef all_zero = LLVMBuildFCmp(b, LLVMRealOEQ, p[0], zero, "");
-      for (int r = 1; r < n; r++)
-        all_zero = LLVMBuildAnd(b, all_zero, LLVMBuildFCmp(b, LLVMRealOEQ, p[r], zero, ""), "");
-      LLVMBasicBlockRef skip_zero = begin_unless(a, all_zero);
       LLVMValueRef dp[TILE];
       LLVMValueRef with = cpu_element(gen, a->t, c->query_rows ? vb : dob, imul(a, at, dv));
       dot_rows(a, own_dv, with, n, dv, dp);
@@ -551,7 +579,6 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
         store_w(a, LLVMBuildFMul(b, c->scale, LLVMBuildFMul(b, p[r], diff, ""), ""), dsblk[r],
                 u.index, 1);
       }
-      end_unless(a, skip_zero);
     }
     cpu_loop_end(gen, &u);
   }
