@@ -495,6 +495,8 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
   cpu_loop_begin(gen, &blk, i64c(a, 0), blocks);
   LLVMValueRef base = iadd(a, first, imul(a, blk.index, BLOCK));
   LLVMValueRef count = min_i64(a, i64c(a, BLOCK), LLVMBuildSub(b, last, base, ""));
+  if (forward)
+    for (int r = 0; r < n; r++) LLVMBuildStore(b, neg_inf, bm[r]);
 
   /* 1. the block's scores; -inf where masked, hidden, past the end, or
    * for a query whose row is fully masked (lse = -inf, its p taken as 0) */
@@ -523,15 +525,22 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
       v = LLVMBuildFAdd(b, v, load_w(a, c->mask.data, at, 1), "");
     }
     if (dead[r]) v = LLVMBuildSelect(b, dead[r], neg_inf, v, "");
+    if (forward && c->causal && n > 1) /* the online max needs it now */
+      v = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, other, xr[r], ""), neg_inf, v, "");
     store_w(a, v, sblk[r], e.index, 1);
+    if (forward) LLVMBuildStore(b, max_t(a, v, get(a, bm[r])), bm[r]);
   }
   if (lblk) store_w(a, lo, lblk, e.index, 1);
   if (skip_row) end_unless(a, skip_row);
   end_unless(a, skip_out);
   cpu_loop_end(gen, &e);
-  /* the pairs of a causal tile past its diagonal, then each row's max */
-  if (c->causal && n > 1) hide_past_diagonal(a, c, sblk, x0, base, count, n);
-  for (int r = 0; r < n; r++) LLVMBuildStore(b, block_max(a, sblk[r]), bm[r]);
+  /* the backward's pairs of a causal tile past its diagonal, then each
+   * row's max; the forward's max was taken in the loop (after the loop, its
+   * latency comes before the rescaling: 1.70 -> 1.80 ms a call) */
+  if (!forward) {
+    if (c->causal && n > 1) hide_past_diagonal(a, c, sblk, x0, base, count, n);
+    for (int r = 0; r < n; r++) LLVMBuildStore(b, block_max(a, sblk[r]), bm[r]);
+  }
 
   /* a block with no visible entry in any row is skipped */
   LLVMValueRef none = is_neg_inf(a, get(a, bm[0]));
