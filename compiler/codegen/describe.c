@@ -84,15 +84,19 @@ static LLVMTypeRef kernel_type(Emitter *e) {
   return LLVMStructTypeInContext(e->ctx, fields, 3, 0);
 }
 
-/* Short enough for one profile row: the kind, the root's op and type, and
- * how many ops were fused into it (`tfmc emit kernels` lists them). */
+/* Short enough for one profile row: the kind, the root's op (+ the op of a
+ * second output) and type, and how many ops were fused into it (`tfmc emit
+ * kernels` lists them). */
 static LLVMValueRef kernel_desc(Emitter *e, const KernelPlan *plan, int ki) {
   const Kernel *k = &plan->kernels[ki];
   const GraphNode *root = graph_node(plan->graph, k->root);
   char type[160], label[256];
   graph_format_type(type, sizeof type, root->dtype, &root->shape);
-  snprintf(label, sizeof label, "%s %s %s (%d op%s)", kernel_kind_name(k->kind),
-           graph_op_name(root->op), type, k->num_nodes, k->num_nodes == 1 ? "" : "s");
+  const char *also =
+      k->also != GRAPH_NONE ? graph_op_name(graph_node(plan->graph, k->also)->op) : "";
+  snprintf(label, sizeof label, "%s %s%s%s %s (%d op%s)", kernel_kind_name(k->kind),
+           graph_op_name(root->op), *also ? "+" : "", also, type, k->num_nodes,
+           k->num_nodes == 1 ? "" : "s");
   LLVMValueRef fields[] = {string_ptr(e, label),
                            LLVMConstInt(e->i64, (unsigned long long)kernel_flops(plan, ki), 0),
                            LLVMConstInt(e->i64, (unsigned long long)kernel_bytes(plan, ki), 0)};

@@ -36,8 +36,8 @@ typedef struct Planner {
   bool *live, *forced;
   int *use_start, *use_node, *use_slot; /* consumers of each node, CSR */
   NodeDraft *draft;
-  GraphId *lse_of;   /* per attention node: the attention_lse it also writes, or GRAPH_NONE */
-  bool *by_attention; /* per node: an attention_lse some lse_of names */
+  GraphId *also_of;  /* per attention node: the second output its kernel writes, or GRAPH_NONE */
+  bool *by_attention; /* per node: an attention op some also_of names */
   int *free_head;  /* per node: drafts to free after it */
   KernelDraft *kernels;
   int num_kernels, kernels_capacity;
@@ -154,23 +154,44 @@ bool kernel_op_is_attention(GraphOp op) {
 /* The softmax of an attention op gives its log-sum-exp for free, so an
  * attention_lse of the same q, k, mask and attributes (the VJP's) is
  * written by the attention kernel instead of recomputed by its own. */
-static void pair_attention_lse(Planner *p) {
+static bool lse_pairs(const GraphNode *a, const GraphNode *lse) {
+  return a->op == GRAPH_OP_ATTENTION && a->num_inputs == lse->num_inputs + 1 &&
+         a->inputs[0] == lse->inputs[0] && a->inputs[1] == lse->inputs[1] &&
+         (lse->num_inputs == 2 || a->inputs[3] == lse->inputs[2]);
+}
+
+/* grad_k and grad_v run over the same key rows and recompute the same
+ * p = exp(s - lse) and the pairs' do . v, so the grad_k kernel of the same
+ * q, k, v, do, lse, delta and mask writes the grad_v too. */
+static bool grad_v_pairs(const GraphNode *a, const GraphNode *gv) {
+  if (a->op != GRAPH_OP_ATTENTION_GRAD_K || a->num_inputs != gv->num_inputs)
+    return false;
+  for (int i = 0; i < a->num_inputs; i++)
+    if (a->inputs[i] != gv->inputs[i])
+      return false;
+  return true;
+}
+
+/* Pairs each attention_lse (attention_grad_v) with an attention
+ * (attention_grad_k) of the same operands and attributes that comes before
+ * it: that op's kernel writes both (Kernel.also), at the earlier node's
+ * place in the order, which is before every reader of either. */
+static void pair_attention_outputs(Planner *p) {
   const Graph *g = p->g;
   for (GraphId id = 0; id < graph_count(g); id++) {
-    const GraphNode *lse = graph_node(g, id);
-    if (!p->live[id] || lse->op != GRAPH_OP_ATTENTION_LSE)
+    const GraphNode *x = graph_node(g, id);
+    if (!p->live[id] || (x->op != GRAPH_OP_ATTENTION_LSE && x->op != GRAPH_OP_ATTENTION_GRAD_V))
       continue;
-    /* the attention reads q too and comes before the lse */
-    for (int u = p->use_start[lse->inputs[0]]; u < p->use_start[lse->inputs[0] + 1]; u++) {
+    /* the partner reads q too */
+    for (int u = p->use_start[x->inputs[0]]; u < p->use_start[x->inputs[0] + 1]; u++) {
       GraphId a = p->use_node[u];
       const GraphNode *n = graph_node(g, a);
-      if (n->op != GRAPH_OP_ATTENTION || p->lse_of[a] != GRAPH_NONE ||
-          n->num_inputs != lse->num_inputs + 1 || n->inputs[0] != lse->inputs[0] ||
-          n->inputs[1] != lse->inputs[1] || n->attrs.scale != lse->attrs.scale ||
-          n->attrs.causal != lse->attrs.causal || n->dtype != lse->dtype ||
-          (lse->num_inputs == 3 && n->inputs[3] != lse->inputs[2]))
+      if (a >= id || !p->live[a] || p->also_of[a] != GRAPH_NONE ||
+          n->attrs.scale != x->attrs.scale || n->attrs.causal != x->attrs.causal ||
+          n->dtype != x->dtype ||
+          !(x->op == GRAPH_OP_ATTENTION_LSE ? lse_pairs(n, x) : grad_v_pairs(n, x)))
         continue;
-      p->lse_of[a] = id;
+      p->also_of[a] = id;
       p->by_attention[id] = true;
       break;
     }
@@ -189,7 +210,7 @@ static bool make_root(Planner *p, GraphId id) {
   p->plan->placement[id] = KERNEL_ROOT;
   p->plan->kernel_of[id] = index;
   KernelDraft *k = &p->kernels[index];
-  if (kind == KERNEL_ATTENTION && (k->also = p->lse_of[id]) != GRAPH_NONE)
+  if (kind == KERNEL_ATTENTION && (k->also = p->also_of[id]) != GRAPH_NONE)
     p->plan->kernel_of[k->also] = index;
   int rank = n->shape.rank;
   /* A dot's rows are its (batch, i) pairs, an attention op's the rows of
@@ -484,7 +505,7 @@ static void planner_release(Planner *p) {
       free(p->draft[id].hoisted_at);
     }
   free(p->draft);
-  free(p->lse_of);
+  free(p->also_of);
   free(p->by_attention);
   free(p->free_head);
   free(p->kernels);
@@ -504,19 +525,19 @@ KernelPlan *kernel_plan_build(const Graph *g, char *err, size_t err_size) {
             (plan->kernel_of = malloc(n * sizeof(int))) &&
             (plan->buffer_of = malloc(n * sizeof(int))) && (p.live = calloc(n, sizeof(bool))) &&
             (p.forced = calloc(n, sizeof(bool))) && (p.draft = calloc(n, sizeof(NodeDraft))) &&
-            (p.lse_of = malloc(n * sizeof(GraphId))) &&
+            (p.also_of = malloc(n * sizeof(GraphId))) &&
             (p.by_attention = calloc(n, sizeof(bool))) && (p.free_head = malloc(n * sizeof(int)));
   if (ok) {
     plan->graph = g;
     for (GraphId id = 0; id < count; id++) {
       plan->kernel_of[id] = plan->buffer_of[id] = p.free_head[id] = -1;
-      p.lse_of[id] = GRAPH_NONE;
+      p.also_of[id] = GRAPH_NONE;
       p.draft[id].next_to_free = -1;
     }
     mark_live(&p);
     ok = index_consumers(&p);
     if (ok)
-      pair_attention_lse(&p);
+      pair_attention_outputs(&p);
   }
   /* A bf16 scatter_add would accumulate in its bf16 output; autodiff
    * scatters in f32 (the gather VJP), so only a hand-built graph has one. */

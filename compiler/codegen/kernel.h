@@ -82,8 +82,9 @@ typedef struct Kernel {
   KernelHoisted *hoisted;
   int outer_axes; /* root axes [0, outer_axes) form the parallel range */
   int64_t rows;   /* length of that range */
-  GraphId also;   /* attention: the attention_lse of its q, k and mask, written
-                   * by this kernel too (args[1]); else GRAPH_NONE */
+  GraphId also;   /* written by this kernel too (args[1]), else GRAPH_NONE: an
+                   * attention's attention_lse of its q, k and mask, or an
+                   * attention_grad_k's attention_grad_v of its operands */
   int num_args;   /* buffers: args[0] is the output (args[1] also's), then inputs */
   int *args;
   int function; /* kernels with equal structure share a function */

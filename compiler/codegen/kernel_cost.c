@@ -51,6 +51,8 @@ int64_t kernel_flops(const KernelPlan *plan, int kernel) {
   int64_t flops = 0;
   for (int i = 0; i < k->num_nodes; i++)
     flops += node_flops(plan->graph, graph_node(plan->graph, k->nodes[i]));
+  if (k->also != GRAPH_NONE) /* an attention kernel's second output */
+    flops += node_flops(plan->graph, graph_node(plan->graph, k->also));
   return flops;
 }
 

@@ -443,6 +443,10 @@ static void run_modes(void) {
 enum { MASK_NONE, MASK_ROW, MASK_KEYS };
 static int att_mask_kind;
 static GraphId att_mask_id;
+/* which of dq, dk, dv (bits 0, 1, 2) a case outputs: kernel formation
+ * pairs a grad_k with the grad_v of the same operands (one kernel writes
+ * both), so a case without one of them checks the other's own kernel */
+static unsigned att_grads = 7;
 
 static void fill_attention_mask(const Graph *g, EvalValues *ref) {
   if (att_mask_id == GRAPH_NONE) return;
@@ -496,7 +500,8 @@ static void attention_case(const char *name, GraphDtype dt, GraphShape batch, in
                             GRAPH_OP_ATTENTION_GRAD_V};
   const char *names[3] = {"dq", "dk", "dv"};
   for (int i = 0; i < 3; i++)
-    graph_output(g, names[i], graph_add_node(g, grads[i], grad_in, att_mask_id < 0 ? 6 : 7, &at));
+    if (att_grads & (1u << i))
+      graph_output(g, names[i], graph_add_node(g, grads[i], grad_in, att_mask_id < 0 ? 6 : 7, &at));
   if (dt == GRAPH_F64) {
     cg_check_graph(name, g, fill_attention_mask); /* elementwise, 1e-5 */
     return;
@@ -524,6 +529,17 @@ static void attention(void) {
                  MASK_KEYS, false);
   attention_case("attention causal + padding f32", GRAPH_F32, SHAPE(2, 2), 7, 7, 5, 3,
                  MASK_KEYS, true);
+  /* head sizes of more than 4 vectors of 16 (block_axpy's groups), chunks
+   * left over and a tail */
+  attention_case("attention causal, long heads f32", GRAPH_F32, SHAPE(2), 37, 37, 83, 70,
+                 MASK_NONE, true);
+  att_grads = 1 | 4;
+  attention_case("attention dq and dv, no dk f32", GRAPH_F32, SHAPE(2, 2), 9, 21, 83, 70,
+                 MASK_KEYS, false);
+  att_grads = 2;
+  attention_case("attention dk, no dv, causal + padding f32", GRAPH_F32, SHAPE(2, 2), 13, 13,
+                 40, 33, MASK_KEYS, true);
+  att_grads = 7;
   attention_case("attention f64 unbatched", GRAPH_F64, (GraphShape){0}, 5, 6, 3, 2, MASK_NONE,
                  false);
   attention_case("attention mask, fully masked row f64", GRAPH_F64, SHAPE(2), 6, 9, 8, 5,
