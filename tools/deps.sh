@@ -16,6 +16,9 @@ tfm_needed_packages() {
     command -v "$c" >/dev/null 2>&1 && llvm=$c && break
   done
   [ -n "$llvm" ] || missing+=(llvm-14-dev)
+  # The checkpoint test reads our files with the safetensors package (see test.sh).
+  /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
+  /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || missing+=(python3-numpy)
   printf '%s\n' "${missing[@]}"
 }
 
@@ -40,6 +43,23 @@ tfm_install_deps() {
   fi
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+}
+
+# The safetensors package, the format's reference reader, in a virtual
+# environment at $1 that also sees Debian's python3-numpy (and python3-torch,
+# when installed): runtime.ckpt_python_safetensors reads our checkpoints with
+# it. Prints the environment's python, or nothing when PyPI cannot be reached
+# (that test then reports itself skipped).
+tfm_python_with_safetensors() {
+  local venv=$1
+  if [ ! -x "$venv/bin/python" ]; then
+    /usr/bin/python3 -m venv --system-site-packages "$venv" >&2 || return 0
+  fi
+  "$venv/bin/python" -c 'import safetensors' 2>/dev/null ||
+    "$venv/bin/python" -m pip install -q --timeout 60 --disable-pip-version-check safetensors >&2 ||
+    { echo "tfm: could not install the safetensors package; its checkpoint test will be skipped" >&2
+      return 0; }
+  echo "$venv/bin/python"
 }
 
 tfm_jobs() { nproc 2>/dev/null || echo 2; }

@@ -15,6 +15,8 @@ elif [ -n "${1:-}" ]; then
   echo "usage: tools/test.sh [--sanitize]" >&2
   exit 2
 fi
+python=$(tfm_python_with_safetensors "$root/build-pyenv")
+[ -z "$python" ] || flags+=(-DPython3_EXECUTABLE="$python")
 cmake -S "$root" -B "$build" -G Ninja "${flags[@]}" > "$build.configure.log" 2>&1 ||
   { cat "$build.configure.log"; exit 1; }
 cmake --build "$build" -j "$(tfm_jobs)"
