@@ -299,13 +299,19 @@ static LLVMValueRef reduction_step(Emitter *e, const GraphNode *n, LLVMValueRef 
 
 /* Row reductions on the CPU split the innermost reduced axis into
  * ROW_LANES interleaved accumulators: lane l takes elements l, l + LANES,
- * ... of each whole stretch of LANES, serially. The lanes are independent,
- * so LLVM vectorizes the loop over them (the elementwise ops feeding the
- * reduction included) and hides the add latency; they are then combined
- * pairwise (lane i with lane i + half, halving), the remaining tail is
- * added serially, and the row joins the accumulator of the outer reduced
- * axes in row-major order. The order is fixed by the shape alone, so the
- * result does not depend on the run or the thread count. */
+ * ... of each whole stretch of LANES, serially. The lanes are one LLVM
+ * vector value (<32 x float>, <16 x double>), kept in a register across the
+ * row: each stretch's elements are computed as LANES scalar expressions
+ * gathered into a vector, which the SLP vectorizer turns into vector code
+ * (the elementwise ops feeding the reduction included), and one vector step
+ * joins them to the lanes. A stack array of lanes, as before, left the loop
+ * vectorizer a runtime alias check against the inputs with a scalar
+ * fallback and a load and store of the lanes per stretch. The lanes are
+ * then combined pairwise (lane i with lane i + half, halving), the
+ * remaining tail is added serially, and the row joins the accumulator of
+ * the outer reduced axes in row-major order. The order is fixed by the
+ * shape alone, so the result does not depend on the run or the thread
+ * count. */
 #define ROW_LANES_BYTES 128
 
 static int row_lanes(const Emitter *e, const GraphNode *n, const GraphNode *x) {
@@ -316,8 +322,8 @@ static int row_lanes(const Emitter *e, const GraphNode *n, const GraphNode *x) {
   return x->shape.dims[inner] >= lanes ? lanes : 0;
 }
 
-/* The input's value at `in` with its innermost axis at `i`, in a loop body
- * of its own (values memoised there do not outlive it). */
+/* The input's value at `in` with its innermost axis at `i`, memoised only
+ * until the caller resets e->memo_count. */
 static LLVMValueRef emit_row_element(Emitter *e, GraphId input, const Index *in, LLVMValueRef i) {
   Index at = new_index(e, in->shape);
   memcpy(at.axis, in->axis, sizeof at.axis);
@@ -325,37 +331,50 @@ static LLVMValueRef emit_row_element(Emitter *e, GraphId input, const Index *in,
   return emit(e, input, &at);
 }
 
+/* Lanes [0, half) of `v` stepped with lanes [half, 2 half). */
+static LLVMValueRef combine_halves(Emitter *e, const GraphNode *n, LLVMValueRef v, int half) {
+  LLVMValueRef lo[ROW_LANES_BYTES / 4], hi[ROW_LANES_BYTES / 4];
+  for (int i = 0; i < half; i++) {
+    lo[i] = cpu_i32(e->gen, i);
+    hi[i] = cpu_i32(e->gen, i + half);
+  }
+  LLVMValueRef undef = LLVMGetUndef(LLVMTypeOf(v));
+  LLVMValueRef a = LLVMBuildShuffleVector(e->b, v, undef, LLVMConstVector(lo, (unsigned)half), "");
+  LLVMValueRef b = LLVMBuildShuffleVector(e->b, v, undef, LLVMConstVector(hi, (unsigned)half), "");
+  return reduction_step(e, n, a, b);
+}
+
 /* The reduction over the innermost axis of `in` (its other axes set). */
 static LLVMValueRef emit_row_lanes(Emitter *e, const GraphNode *n, const Index *in, int lanes) {
   CpuGen *gen = e->gen;
   LLVMBuilderRef b = e->b;
-  LLVMTypeRef t = cpu_type(gen, n->dtype);
+  LLVMTypeRef t = cpu_type(gen, n->dtype), vt = LLVMVectorType(t, (unsigned)lanes);
   int64_t length = in->shape->dims[in->shape->rank - 1], whole = length / lanes * lanes;
-  LLVMValueRef acc = cpu_entry_alloca(gen, LLVMArrayType(t, (unsigned)lanes), "lanes");
-  acc = LLVMBuildBitCast(b, acc, LLVMPointerType(t, 0), "");
-  CpuLoop l, c;
-  cpu_loop_begin(gen, &l, cpu_i64(gen, 0), cpu_i64(gen, lanes));
-  LLVMBuildStore(b, reduction_init(e, n), cpu_element(gen, t, acc, l.index));
-  cpu_loop_end(gen, &l);
+  /* A whole-vector alloca: mem2reg makes it a phi of the chunk loop. */
+  LLVMValueRef acc = cpu_entry_alloca(gen, vt, "lanes");
+  LLVMValueRef init[ROW_LANES_BYTES / 4];
+  for (int i = 0; i < lanes; i++)
+    init[i] = reduction_init(e, n);
+  LLVMBuildStore(b, LLVMConstVector(init, (unsigned)lanes), acc);
   int mark = e->memo_count;
+  CpuLoop c, l;
   cpu_loop_begin(gen, &c, cpu_i64(gen, 0), cpu_i64(gen, whole));
-  cpu_loop_begin(gen, &l, cpu_i64(gen, 0), cpu_i64(gen, lanes));
-  LLVMValueRef v = emit_row_element(e, n->inputs[0], in, LLVMBuildAdd(b, c.index, l.index, ""));
-  LLVMValueRef slot = cpu_element(gen, t, acc, l.index);
-  LLVMBuildStore(b, reduction_step(e, n, LLVMBuildLoad2(b, t, slot, ""), v), slot);
+  LLVMValueRef stretch = LLVMGetUndef(vt);
+  for (int i = 0; i < lanes; i++) {
+    LLVMValueRef at = LLVMBuildAdd(b, c.index, cpu_i64(gen, i), "");
+    stretch = LLVMBuildInsertElement(b, stretch, emit_row_element(e, n->inputs[0], in, at),
+                                     cpu_i32(gen, i), "");
+  }
   e->memo_count = mark;
-  cpu_loop_end(gen, &l);
+  LLVMBuildStore(b, reduction_step(e, n, LLVMBuildLoad2(b, vt, acc, ""), stretch), acc);
   /* the chunk loop steps by `lanes`: cpu_loop_end adds one more */
   c.index = LLVMBuildAdd(b, c.index, cpu_i64(gen, lanes - 1), "");
   cpu_loop_end(gen, &c);
-  LLVMValueRef lane[ROW_LANES_BYTES / 4];
-  for (int i = 0; i < lanes; i++)
-    lane[i] = LLVMBuildLoad2(b, t, cpu_element(gen, t, acc, cpu_i64(gen, i)), "");
+  LLVMValueRef v = LLVMBuildLoad2(b, vt, acc, "");
   for (int half = lanes / 2; half > 0; half /= 2)
-    for (int i = 0; i < half; i++)
-      lane[i] = reduction_step(e, n, lane[i], lane[i + half]);
+    v = combine_halves(e, n, v, half);
   LLVMValueRef row = cpu_entry_alloca(gen, t, "row");
-  LLVMBuildStore(b, lane[0], row);
+  LLVMBuildStore(b, LLVMBuildExtractElement(b, v, cpu_i32(gen, 0), ""), row);
   cpu_loop_begin(gen, &l, cpu_i64(gen, whole), cpu_i64(gen, length));
   v = emit_row_element(e, n->inputs[0], in, l.index);
   LLVMBuildStore(b, reduction_step(e, n, LLVMBuildLoad2(b, t, row, ""), v), row);
