@@ -2,6 +2,7 @@
  * node is computed at the index its consumer asks for. Movement ops only
  * rewrite the index, so views cost index arithmetic, not copies. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -854,6 +855,72 @@ static void emit_split_rows(Emitter *e, LLVMValueRef item) {
   cpu_loop_end(gen, &step);
 }
 
+/* Whether the buffers of every kernel that shares `function` lie in
+ * disjoint memory. The memory plan gives buffers live in one kernel
+ * disjoint ranges, and an in-place kernel names the buffer it writes over
+ * once (kernel_inplace.c), so this holds; it is checked, not assumed,
+ * because noalias on a pointer that does alias is undefined behaviour. */
+static bool buffers_disjoint(const KernelPlan *plan, int function) {
+  for (int ki = 0; ki < plan->num_kernels; ki++) {
+    const Kernel *k = &plan->kernels[ki];
+    if (k->function != function)
+      continue;
+    for (int i = 0; i < k->num_args; i++)
+      for (int j = i + 1; j < k->num_args; j++) {
+        const KernelBuffer *a = &plan->buffers[k->args[i]], *b = &plan->buffers[k->args[j]];
+        if (a->region == b->region && a->offset < b->offset + b->bytes &&
+            b->offset < a->offset + a->bytes)
+          return false;
+      }
+  }
+  return true;
+}
+
+/* On the CPU a loop kernel's body is a function of its typed buffers,
+ * marked noalias, and [begin, end), which the range function calls and
+ * LLVM inlines (alwaysinline): the inliner turns noalias into scoped alias
+ * metadata, so the vectorizer needs no runtime check of the output
+ * against the inputs. Leaves the builder at the body's entry, with its
+ * parameters in `args`, `begin` and `end`. */
+static void emit_body_call(CpuGen *gen, int function, const Kernel *k, LLVMValueRef range,
+                                   LLVMValueRef *args, LLVMValueRef *begin, LLVMValueRef *end) {
+  int n = k->num_args;
+  LLVMTypeRef *params = malloc(sizeof(LLVMTypeRef) * (size_t)(n + 2));
+  LLVMValueRef *values = malloc(sizeof(LLVMValueRef) * (size_t)(n + 2));
+  if (!params || !values)
+    abort();
+  for (int i = 0; i < n; i++) {
+    values[i] = args[i];
+    params[i] = LLVMTypeOf(args[i]);
+  }
+  values[n] = LLVMGetParam(range, 1);
+  values[n + 1] = LLVMGetParam(range, 2);
+  params[n] = params[n + 1] = gen->i64;
+  char name[160];
+  snprintf(name, sizeof name, "%s_body", LLVMGetValueName(range));
+  LLVMTypeRef type = LLVMFunctionType(gen->void_type, params, (unsigned)(n + 2), false);
+  LLVMValueRef body = LLVMAddFunction(gen->module, name, type);
+  LLVMSetLinkage(body, LLVMInternalLinkage);
+  const char *attributes[2] = {"alwaysinline", "nounwind"};
+  cpu_add_attributes(gen, body, attributes, 2);
+  if (buffers_disjoint(gen->plan, function)) {
+    unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
+    for (int i = 0; i < n; i++)
+      LLVMAddAttributeAtIndex(body, (unsigned)(i + 1),
+                              LLVMCreateEnumAttribute(gen->context, noalias, 0));
+  }
+  LLVMBuildCall2(gen->builder, type, body, values, (unsigned)(n + 2), "");
+  LLVMBuildRetVoid(gen->builder);
+  LLVMPositionBuilderAtEnd(gen->builder,
+                           LLVMAppendBasicBlockInContext(gen->context, body, "entry"));
+  for (int i = 0; i < n; i++)
+    args[i] = LLVMGetParam(body, (unsigned)i);
+  *begin = LLVMGetParam(body, (unsigned)n);
+  *end = LLVMGetParam(body, (unsigned)n + 1);
+  free(params);
+  free(values);
+}
+
 static void emit_loop_kernel(CpuGen *gen, int function, const Kernel *k,
                              const CpuRowSplit *split) {
   LLVMValueRef fn = cpu_kernel_function(gen, function);
@@ -866,17 +933,21 @@ static void emit_loop_kernel(CpuGen *gen, int function, const Kernel *k,
     e.args[i] = cpu_kernel_arg(
         gen, LLVMGetParam(fn, 0), i,
         cpu_storage_type(gen, graph_node(gen->graph, gen->plan->buffers[k->args[i]].node)->dtype));
+  LLVMValueRef begin = LLVMGetParam(fn, 1), end = LLVMGetParam(fn, 2);
   if (split && split->over_range) {
     CpuLoop item;
-    cpu_loop_begin(gen, &item, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
+    cpu_loop_begin(gen, &item, begin, end);
     emit_split_rows(&e, item.index);
     cpu_loop_end(gen, &item);
   } else if (split) {
-    emit_split_rows(&e, LLVMGetParam(fn, 1));
-  } else if (is_column_reduction(&e)) {
-    emit_column_reduction(&e, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
+    emit_split_rows(&e, begin);
   } else {
-    emit_rows(&e, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
+    if (!gen->ptx)
+      emit_body_call(gen, function, k, fn, e.args, &begin, &end);
+    if (is_column_reduction(&e))
+      emit_column_reduction(&e, begin, end);
+    else
+      emit_rows(&e, begin, end);
   }
   LLVMBuildRetVoid(gen->builder);
   free(e.args);
