@@ -695,58 +695,72 @@ static void hoist_reductions(Emitter *e, const Index *row) {
   }
 }
 
-/* A root reduction over leading axes into [1, ..., 1, N], such as a bias's
- * gradient (a sum over batch and positions). Reading down a column for
- * each output element touched a new page per element (0.3 GB/s in
- * gpt-small's profile); instead the rows are read in order and each adds
- * its [begin, end) stretch into the output, which holds the accumulators.
- * Each element still accumulates in row-major order, as the evaluator's
- * does, and the inner loop is contiguous, so it vectorizes. Reduction roots
- * never write in place (kernel_inplace.c), so no input shares the output. */
+/* A root reduction over leading axes, such as a bias's gradient (a sum
+ * over batch and positions into [1, 1, N]) or a position embedding's (over
+ * the batch into [1, T, N]). Reading down a column for each output element
+ * touched a new page per element (0.3 GB/s in gpt-small's profile);
+ * instead the rows (the reduced axes' elements, in order) are read in
+ * order and each adds its [begin, end) stretch of the flattened kept axes
+ * into the output, which holds the accumulators. Each element still
+ * accumulates in row-major order, as the evaluator's does, and the inner
+ * loop is contiguous, so it vectorizes. Reduction roots never write in
+ * place (kernel_inplace.c), so no input shares the output. The form needs
+ * every kept axis longer than 1 to come after every reduced axis, so that
+ * an input element is its row's offset plus its output index. */
 static bool is_column_reduction(const Emitter *e) {
   const GraphNode *n = node_of(e, e->kernel->root);
-  int last = n->shape.rank - 1;
-  if ((n->op != GRAPH_OP_REDUCE_SUM && n->op != GRAPH_OP_REDUCE_MAX) || e->gen->gpu_threads ||
-      e->kernel->num_hoisted > 0 || last < 1 || e->kernel->outer_axes != last + 1 ||
-      (n->attrs.axes >> last) & 1u || n->attrs.axes == 0)
+  if (n->op != GRAPH_OP_REDUCE_SUM && n->op != GRAPH_OP_REDUCE_MAX)
     return false;
-  for (int d = 0; d < last; d++)
-    if (n->shape.dims[d] != 1)
-      return false;
+  const GraphNode *x = node_of(e, n->inputs[0]);
+  int last = n->shape.rank - 1;
+  uint32_t axes = n->attrs.axes;
+  if (e->gen->gpu_threads || e->kernel->num_hoisted > 0 || last < 1 ||
+      e->kernel->outer_axes != last + 1 || (axes >> last) & 1u || axes == 0)
+    return false;
+  for (int r = 0; r <= last; r++)
+    for (int d = 0; d < r && (axes >> r) & 1u; d++)
+      if (!((axes >> d) & 1u) && x->shape.dims[d] != 1)
+        return false;
   return true;
 }
 
-/* Accumulates columns [begin, end) of the root into `acc` (f32 or f64
- * slots, acc[j - base] for column j). */
+/* Accumulates output elements [begin, end) of the root into `acc` (f32 or
+ * f64 slots, acc[j - base] for element j). */
 static void emit_column_sums(Emitter *e, LLVMValueRef acc, LLVMValueRef base, LLVMValueRef begin,
                              LLVMValueRef end) {
   CpuGen *gen = e->gen;
+  LLVMBuilderRef b = e->b;
   const GraphNode *n = node_of(e, e->kernel->root), *x = node_of(e, n->inputs[0]);
   LLVMTypeRef t = cpu_type(gen, n->dtype);
-  int last = n->shape.rank - 1;
+  int rank = n->shape.rank;
+  uint32_t axes = n->attrs.axes, kept = ((1u << rank) - 1) & ~axes;
+  int64_t columns = graph_shape_numel(&n->shape);
   CpuLoop j;
   cpu_loop_begin(gen, &j, begin, end);
-  LLVMBuildStore(e->b, reduction_init(e, n),
-                 cpu_element(gen, t, acc, LLVMBuildSub(e->b, j.index, base, "")));
+  LLVMBuildStore(b, reduction_init(e, n),
+                 cpu_element(gen, t, acc, LLVMBuildSub(b, j.index, base, "")));
   cpu_loop_end(gen, &j);
   CpuLoop rows[GRAPH_MAX_RANK];
-  LLVMValueRef axis[GRAPH_MAX_RANK];
+  LLVMValueRef axis[GRAPH_MAX_RANK], row = cpu_i64(gen, 0);
   int num_rows = 0;
-  for (int d = 0; d < last; d++) {
+  for (int d = 0; d < rank; d++) {
     axis[d] = cpu_i64(gen, 0);
-    if (x->shape.dims[d] == 1)
+    if (!((axes >> d) & 1u) || x->shape.dims[d] == 1)
       continue;
     cpu_loop_begin(gen, &rows[num_rows], cpu_i64(gen, 0), cpu_i64(gen, x->shape.dims[d]));
     axis[d] = rows[num_rows++].index;
+    row = LLVMBuildAdd(
+        b, row, LLVMBuildMul(b, axis[d], cpu_i64(gen, stride_of(&x->shape, d)), ""), "");
   }
   cpu_loop_begin(gen, &j, begin, end);
   int mark = e->memo_count;
   Index in = new_index(e, &x->shape);
-  memcpy(in.axis, axis, sizeof(LLVMValueRef) * (size_t)last);
-  in.axis[last] = j.index;
+  memcpy(in.axis, axis, sizeof(LLVMValueRef) * (size_t)rank);
+  row_element_axes(e, j.index, &n->shape, kept, columns, &in);
+  in.linear = LLVMBuildAdd(b, row, j.index, "");
   LLVMValueRef v = emit(e, n->inputs[0], &in);
-  LLVMValueRef slot = cpu_element(gen, t, acc, LLVMBuildSub(e->b, j.index, base, ""));
-  LLVMBuildStore(e->b, reduction_step(e, n, LLVMBuildLoad2(e->b, t, slot, ""), v), slot);
+  LLVMValueRef slot = cpu_element(gen, t, acc, LLVMBuildSub(b, j.index, base, ""));
+  LLVMBuildStore(b, reduction_step(e, n, LLVMBuildLoad2(b, t, slot, ""), v), slot);
   e->memo_count = mark;
   cpu_loop_end(gen, &j);
   while (num_rows > 0)
