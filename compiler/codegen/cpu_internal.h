@@ -24,6 +24,7 @@ typedef struct CpuGen {
   const char *gpu_ptx;         /* CpuOptions.gpu_ptx */
   bool gpu_cublas;             /* CpuOptions.gpu_cublas */
   bool gpu_threads;            /* CpuOptions.gpu_threads */
+  bool ptx;                    /* the module is NVPTX (ptx.c), not the host's */
 } CpuGen;
 
 /* A counted loop [begin, end) whose counter lives in an alloca (mem2reg

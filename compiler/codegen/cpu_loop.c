@@ -2,6 +2,7 @@
  * node is computed at the index its consumer asks for. Movement ops only
  * rewrite the index, so views cost index arithmetic, not copies. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -299,13 +300,19 @@ static LLVMValueRef reduction_step(Emitter *e, const GraphNode *n, LLVMValueRef 
 
 /* Row reductions on the CPU split the innermost reduced axis into
  * ROW_LANES interleaved accumulators: lane l takes elements l, l + LANES,
- * ... of each whole stretch of LANES, serially. The lanes are independent,
- * so LLVM vectorizes the loop over them (the elementwise ops feeding the
- * reduction included) and hides the add latency; they are then combined
- * pairwise (lane i with lane i + half, halving), the remaining tail is
- * added serially, and the row joins the accumulator of the outer reduced
- * axes in row-major order. The order is fixed by the shape alone, so the
- * result does not depend on the run or the thread count. */
+ * ... of each whole stretch of LANES, serially. The lanes are one LLVM
+ * vector value (<32 x float>, <16 x double>), kept in a register across the
+ * row: each stretch's elements are computed as LANES scalar expressions
+ * gathered into a vector, which the SLP vectorizer turns into vector code
+ * (the elementwise ops feeding the reduction included), and one vector step
+ * joins them to the lanes. A stack array of lanes, as before, left the loop
+ * vectorizer a runtime alias check against the inputs with a scalar
+ * fallback and a load and store of the lanes per stretch. The lanes are
+ * then combined pairwise (lane i with lane i + half, halving), the
+ * remaining tail is added serially, and the row joins the accumulator of
+ * the outer reduced axes in row-major order. The order is fixed by the
+ * shape alone, so the result does not depend on the run or the thread
+ * count. */
 #define ROW_LANES_BYTES 128
 
 static int row_lanes(const Emitter *e, const GraphNode *n, const GraphNode *x) {
@@ -316,8 +323,8 @@ static int row_lanes(const Emitter *e, const GraphNode *n, const GraphNode *x) {
   return x->shape.dims[inner] >= lanes ? lanes : 0;
 }
 
-/* The input's value at `in` with its innermost axis at `i`, in a loop body
- * of its own (values memoised there do not outlive it). */
+/* The input's value at `in` with its innermost axis at `i`, memoised only
+ * until the caller resets e->memo_count. */
 static LLVMValueRef emit_row_element(Emitter *e, GraphId input, const Index *in, LLVMValueRef i) {
   Index at = new_index(e, in->shape);
   memcpy(at.axis, in->axis, sizeof at.axis);
@@ -325,37 +332,50 @@ static LLVMValueRef emit_row_element(Emitter *e, GraphId input, const Index *in,
   return emit(e, input, &at);
 }
 
+/* Lanes [0, half) of `v` stepped with lanes [half, 2 half). */
+static LLVMValueRef combine_halves(Emitter *e, const GraphNode *n, LLVMValueRef v, int half) {
+  LLVMValueRef lo[ROW_LANES_BYTES / 4], hi[ROW_LANES_BYTES / 4];
+  for (int i = 0; i < half; i++) {
+    lo[i] = cpu_i32(e->gen, i);
+    hi[i] = cpu_i32(e->gen, i + half);
+  }
+  LLVMValueRef undef = LLVMGetUndef(LLVMTypeOf(v));
+  LLVMValueRef a = LLVMBuildShuffleVector(e->b, v, undef, LLVMConstVector(lo, (unsigned)half), "");
+  LLVMValueRef b = LLVMBuildShuffleVector(e->b, v, undef, LLVMConstVector(hi, (unsigned)half), "");
+  return reduction_step(e, n, a, b);
+}
+
 /* The reduction over the innermost axis of `in` (its other axes set). */
 static LLVMValueRef emit_row_lanes(Emitter *e, const GraphNode *n, const Index *in, int lanes) {
   CpuGen *gen = e->gen;
   LLVMBuilderRef b = e->b;
-  LLVMTypeRef t = cpu_type(gen, n->dtype);
+  LLVMTypeRef t = cpu_type(gen, n->dtype), vt = LLVMVectorType(t, (unsigned)lanes);
   int64_t length = in->shape->dims[in->shape->rank - 1], whole = length / lanes * lanes;
-  LLVMValueRef acc = cpu_entry_alloca(gen, LLVMArrayType(t, (unsigned)lanes), "lanes");
-  acc = LLVMBuildBitCast(b, acc, LLVMPointerType(t, 0), "");
-  CpuLoop l, c;
-  cpu_loop_begin(gen, &l, cpu_i64(gen, 0), cpu_i64(gen, lanes));
-  LLVMBuildStore(b, reduction_init(e, n), cpu_element(gen, t, acc, l.index));
-  cpu_loop_end(gen, &l);
+  /* A whole-vector alloca: mem2reg makes it a phi of the chunk loop. */
+  LLVMValueRef acc = cpu_entry_alloca(gen, vt, "lanes");
+  LLVMValueRef init[ROW_LANES_BYTES / 4];
+  for (int i = 0; i < lanes; i++)
+    init[i] = reduction_init(e, n);
+  LLVMBuildStore(b, LLVMConstVector(init, (unsigned)lanes), acc);
   int mark = e->memo_count;
+  CpuLoop c, l;
   cpu_loop_begin(gen, &c, cpu_i64(gen, 0), cpu_i64(gen, whole));
-  cpu_loop_begin(gen, &l, cpu_i64(gen, 0), cpu_i64(gen, lanes));
-  LLVMValueRef v = emit_row_element(e, n->inputs[0], in, LLVMBuildAdd(b, c.index, l.index, ""));
-  LLVMValueRef slot = cpu_element(gen, t, acc, l.index);
-  LLVMBuildStore(b, reduction_step(e, n, LLVMBuildLoad2(b, t, slot, ""), v), slot);
+  LLVMValueRef stretch = LLVMGetUndef(vt);
+  for (int i = 0; i < lanes; i++) {
+    LLVMValueRef at = LLVMBuildAdd(b, c.index, cpu_i64(gen, i), "");
+    stretch = LLVMBuildInsertElement(b, stretch, emit_row_element(e, n->inputs[0], in, at),
+                                     cpu_i32(gen, i), "");
+  }
   e->memo_count = mark;
-  cpu_loop_end(gen, &l);
+  LLVMBuildStore(b, reduction_step(e, n, LLVMBuildLoad2(b, vt, acc, ""), stretch), acc);
   /* the chunk loop steps by `lanes`: cpu_loop_end adds one more */
   c.index = LLVMBuildAdd(b, c.index, cpu_i64(gen, lanes - 1), "");
   cpu_loop_end(gen, &c);
-  LLVMValueRef lane[ROW_LANES_BYTES / 4];
-  for (int i = 0; i < lanes; i++)
-    lane[i] = LLVMBuildLoad2(b, t, cpu_element(gen, t, acc, cpu_i64(gen, i)), "");
+  LLVMValueRef v = LLVMBuildLoad2(b, vt, acc, "");
   for (int half = lanes / 2; half > 0; half /= 2)
-    for (int i = 0; i < half; i++)
-      lane[i] = reduction_step(e, n, lane[i], lane[i + half]);
+    v = combine_halves(e, n, v, half);
   LLVMValueRef row = cpu_entry_alloca(gen, t, "row");
-  LLVMBuildStore(b, lane[0], row);
+  LLVMBuildStore(b, LLVMBuildExtractElement(b, v, cpu_i32(gen, 0), ""), row);
   cpu_loop_begin(gen, &l, cpu_i64(gen, whole), cpu_i64(gen, length));
   v = emit_row_element(e, n->inputs[0], in, l.index);
   LLVMBuildStore(b, reduction_step(e, n, LLVMBuildLoad2(b, t, row, ""), v), row);
@@ -675,58 +695,72 @@ static void hoist_reductions(Emitter *e, const Index *row) {
   }
 }
 
-/* A root reduction over leading axes into [1, ..., 1, N], such as a bias's
- * gradient (a sum over batch and positions). Reading down a column for
- * each output element touched a new page per element (0.3 GB/s in
- * gpt-small's profile); instead the rows are read in order and each adds
- * its [begin, end) stretch into the output, which holds the accumulators.
- * Each element still accumulates in row-major order, as the evaluator's
- * does, and the inner loop is contiguous, so it vectorizes. Reduction roots
- * never write in place (kernel_inplace.c), so no input shares the output. */
+/* A root reduction over leading axes, such as a bias's gradient (a sum
+ * over batch and positions into [1, 1, N]) or a position embedding's (over
+ * the batch into [1, T, N]). Reading down a column for each output element
+ * touched a new page per element (0.3 GB/s in gpt-small's profile);
+ * instead the rows (the reduced axes' elements, in order) are read in
+ * order and each adds its [begin, end) stretch of the flattened kept axes
+ * into the output, which holds the accumulators. Each element still
+ * accumulates in row-major order, as the evaluator's does, and the inner
+ * loop is contiguous, so it vectorizes. Reduction roots never write in
+ * place (kernel_inplace.c), so no input shares the output. The form needs
+ * every kept axis longer than 1 to come after every reduced axis, so that
+ * an input element is its row's offset plus its output index. */
 static bool is_column_reduction(const Emitter *e) {
   const GraphNode *n = node_of(e, e->kernel->root);
-  int last = n->shape.rank - 1;
-  if ((n->op != GRAPH_OP_REDUCE_SUM && n->op != GRAPH_OP_REDUCE_MAX) || e->gen->gpu_threads ||
-      e->kernel->num_hoisted > 0 || last < 1 || e->kernel->outer_axes != last + 1 ||
-      (n->attrs.axes >> last) & 1u || n->attrs.axes == 0)
+  if (n->op != GRAPH_OP_REDUCE_SUM && n->op != GRAPH_OP_REDUCE_MAX)
     return false;
-  for (int d = 0; d < last; d++)
-    if (n->shape.dims[d] != 1)
-      return false;
+  const GraphNode *x = node_of(e, n->inputs[0]);
+  int last = n->shape.rank - 1;
+  uint32_t axes = n->attrs.axes;
+  if (e->gen->gpu_threads || e->kernel->num_hoisted > 0 || last < 1 ||
+      e->kernel->outer_axes != last + 1 || (axes >> last) & 1u || axes == 0)
+    return false;
+  for (int r = 0; r <= last; r++)
+    for (int d = 0; d < r && (axes >> r) & 1u; d++)
+      if (!((axes >> d) & 1u) && x->shape.dims[d] != 1)
+        return false;
   return true;
 }
 
-/* Accumulates columns [begin, end) of the root into `acc` (f32 or f64
- * slots, acc[j - base] for column j). */
+/* Accumulates output elements [begin, end) of the root into `acc` (f32 or
+ * f64 slots, acc[j - base] for element j). */
 static void emit_column_sums(Emitter *e, LLVMValueRef acc, LLVMValueRef base, LLVMValueRef begin,
                              LLVMValueRef end) {
   CpuGen *gen = e->gen;
+  LLVMBuilderRef b = e->b;
   const GraphNode *n = node_of(e, e->kernel->root), *x = node_of(e, n->inputs[0]);
   LLVMTypeRef t = cpu_type(gen, n->dtype);
-  int last = n->shape.rank - 1;
+  int rank = n->shape.rank;
+  uint32_t axes = n->attrs.axes, kept = ((1u << rank) - 1) & ~axes;
+  int64_t columns = graph_shape_numel(&n->shape);
   CpuLoop j;
   cpu_loop_begin(gen, &j, begin, end);
-  LLVMBuildStore(e->b, reduction_init(e, n),
-                 cpu_element(gen, t, acc, LLVMBuildSub(e->b, j.index, base, "")));
+  LLVMBuildStore(b, reduction_init(e, n),
+                 cpu_element(gen, t, acc, LLVMBuildSub(b, j.index, base, "")));
   cpu_loop_end(gen, &j);
   CpuLoop rows[GRAPH_MAX_RANK];
-  LLVMValueRef axis[GRAPH_MAX_RANK];
+  LLVMValueRef axis[GRAPH_MAX_RANK], row = cpu_i64(gen, 0);
   int num_rows = 0;
-  for (int d = 0; d < last; d++) {
+  for (int d = 0; d < rank; d++) {
     axis[d] = cpu_i64(gen, 0);
-    if (x->shape.dims[d] == 1)
+    if (!((axes >> d) & 1u) || x->shape.dims[d] == 1)
       continue;
     cpu_loop_begin(gen, &rows[num_rows], cpu_i64(gen, 0), cpu_i64(gen, x->shape.dims[d]));
     axis[d] = rows[num_rows++].index;
+    row = LLVMBuildAdd(
+        b, row, LLVMBuildMul(b, axis[d], cpu_i64(gen, stride_of(&x->shape, d)), ""), "");
   }
   cpu_loop_begin(gen, &j, begin, end);
   int mark = e->memo_count;
   Index in = new_index(e, &x->shape);
-  memcpy(in.axis, axis, sizeof(LLVMValueRef) * (size_t)last);
-  in.axis[last] = j.index;
+  memcpy(in.axis, axis, sizeof(LLVMValueRef) * (size_t)rank);
+  row_element_axes(e, j.index, &n->shape, kept, columns, &in);
+  in.linear = LLVMBuildAdd(b, row, j.index, "");
   LLVMValueRef v = emit(e, n->inputs[0], &in);
-  LLVMValueRef slot = cpu_element(gen, t, acc, LLVMBuildSub(e->b, j.index, base, ""));
-  LLVMBuildStore(e->b, reduction_step(e, n, LLVMBuildLoad2(e->b, t, slot, ""), v), slot);
+  LLVMValueRef slot = cpu_element(gen, t, acc, LLVMBuildSub(b, j.index, base, ""));
+  LLVMBuildStore(b, reduction_step(e, n, LLVMBuildLoad2(b, t, slot, ""), v), slot);
   e->memo_count = mark;
   cpu_loop_end(gen, &j);
   while (num_rows > 0)
@@ -835,6 +869,72 @@ static void emit_split_rows(Emitter *e, LLVMValueRef item) {
   cpu_loop_end(gen, &step);
 }
 
+/* Whether the buffers of every kernel that shares `function` lie in
+ * disjoint memory. The memory plan gives buffers live in one kernel
+ * disjoint ranges, and an in-place kernel names the buffer it writes over
+ * once (kernel_inplace.c), so this holds; it is checked, not assumed,
+ * because noalias on a pointer that does alias is undefined behaviour. */
+static bool buffers_disjoint(const KernelPlan *plan, int function) {
+  for (int ki = 0; ki < plan->num_kernels; ki++) {
+    const Kernel *k = &plan->kernels[ki];
+    if (k->function != function)
+      continue;
+    for (int i = 0; i < k->num_args; i++)
+      for (int j = i + 1; j < k->num_args; j++) {
+        const KernelBuffer *a = &plan->buffers[k->args[i]], *b = &plan->buffers[k->args[j]];
+        if (a->region == b->region && a->offset < b->offset + b->bytes &&
+            b->offset < a->offset + a->bytes)
+          return false;
+      }
+  }
+  return true;
+}
+
+/* On the CPU a loop kernel's body is a function of its typed buffers,
+ * marked noalias, and [begin, end), which the range function calls and
+ * LLVM inlines (alwaysinline): the inliner turns noalias into scoped alias
+ * metadata, so the vectorizer needs no runtime check of the output
+ * against the inputs. Leaves the builder at the body's entry, with its
+ * parameters in `args`, `begin` and `end`. */
+static void emit_body_call(CpuGen *gen, int function, const Kernel *k, LLVMValueRef range,
+                                   LLVMValueRef *args, LLVMValueRef *begin, LLVMValueRef *end) {
+  int n = k->num_args;
+  LLVMTypeRef *params = malloc(sizeof(LLVMTypeRef) * (size_t)(n + 2));
+  LLVMValueRef *values = malloc(sizeof(LLVMValueRef) * (size_t)(n + 2));
+  if (!params || !values)
+    abort();
+  for (int i = 0; i < n; i++) {
+    values[i] = args[i];
+    params[i] = LLVMTypeOf(args[i]);
+  }
+  values[n] = LLVMGetParam(range, 1);
+  values[n + 1] = LLVMGetParam(range, 2);
+  params[n] = params[n + 1] = gen->i64;
+  char name[160];
+  snprintf(name, sizeof name, "%s_body", LLVMGetValueName(range));
+  LLVMTypeRef type = LLVMFunctionType(gen->void_type, params, (unsigned)(n + 2), false);
+  LLVMValueRef body = LLVMAddFunction(gen->module, name, type);
+  LLVMSetLinkage(body, LLVMInternalLinkage);
+  const char *attributes[2] = {"alwaysinline", "nounwind"};
+  cpu_add_attributes(gen, body, attributes, 2);
+  if (buffers_disjoint(gen->plan, function)) {
+    unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
+    for (int i = 0; i < n; i++)
+      LLVMAddAttributeAtIndex(body, (unsigned)(i + 1),
+                              LLVMCreateEnumAttribute(gen->context, noalias, 0));
+  }
+  LLVMBuildCall2(gen->builder, type, body, values, (unsigned)(n + 2), "");
+  LLVMBuildRetVoid(gen->builder);
+  LLVMPositionBuilderAtEnd(gen->builder,
+                           LLVMAppendBasicBlockInContext(gen->context, body, "entry"));
+  for (int i = 0; i < n; i++)
+    args[i] = LLVMGetParam(body, (unsigned)i);
+  *begin = LLVMGetParam(body, (unsigned)n);
+  *end = LLVMGetParam(body, (unsigned)n + 1);
+  free(params);
+  free(values);
+}
+
 static void emit_loop_kernel(CpuGen *gen, int function, const Kernel *k,
                              const CpuRowSplit *split) {
   LLVMValueRef fn = cpu_kernel_function(gen, function);
@@ -847,17 +947,21 @@ static void emit_loop_kernel(CpuGen *gen, int function, const Kernel *k,
     e.args[i] = cpu_kernel_arg(
         gen, LLVMGetParam(fn, 0), i,
         cpu_storage_type(gen, graph_node(gen->graph, gen->plan->buffers[k->args[i]].node)->dtype));
+  LLVMValueRef begin = LLVMGetParam(fn, 1), end = LLVMGetParam(fn, 2);
   if (split && split->over_range) {
     CpuLoop item;
-    cpu_loop_begin(gen, &item, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
+    cpu_loop_begin(gen, &item, begin, end);
     emit_split_rows(&e, item.index);
     cpu_loop_end(gen, &item);
   } else if (split) {
-    emit_split_rows(&e, LLVMGetParam(fn, 1));
-  } else if (is_column_reduction(&e)) {
-    emit_column_reduction(&e, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
+    emit_split_rows(&e, begin);
   } else {
-    emit_rows(&e, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
+    if (!gen->ptx)
+      emit_body_call(gen, function, k, fn, e.args, &begin, &end);
+    if (is_column_reduction(&e))
+      emit_column_reduction(&e, begin, end);
+    else
+      emit_rows(&e, begin, end);
   }
   LLVMBuildRetVoid(gen->builder);
   free(e.args);

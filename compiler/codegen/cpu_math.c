@@ -52,26 +52,35 @@ static LLVMValueRef power_of_two(CpuGen *gen, LLVMValueRef n) {
   return LLVMBuildBitCast(b, LLVMBuildShl(b, biased, cpu_i32(gen, 23), ""), gen->f32, "");
 }
 
-LLVMValueRef cpu_exp_f32(CpuGen *gen, LLVMValueRef x) {
+/* e^x for x in [-104, 89] as 2^n e^r, |r| <= ln 2 / 2. With `wide`, n may
+ * be anywhere in [-150, 128], so 2^n is applied as two factors 2^(n/2)
+ * and 2^(n - n/2) that stay normal (results in the subnormal range and
+ * overflow to inf come out right); without it n must be in [-126, 127]
+ * and one factor does. */
+static LLVMValueRef exp_in_range(CpuGen *gen, LLVMValueRef x, bool wide) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef t = gen->f32;
-  /* Past these, expf is +inf (above ~88.72) or 0 (below ~-103.97). */
-  LLVMValueRef xc = clamp(gen, x, -104.0, 89.0);
-  LLVMValueRef scaled = fmuladd(gen, xc, real(gen, 1.44269504088896341), real(gen, 0.5));
+  LLVMValueRef scaled = fmuladd(gen, x, real(gen, 1.44269504088896341), real(gen, 0.5));
   LLVMValueRef n = cpu_intrinsic(gen, "llvm.floor", &t, 1, &scaled, 1);
   /* r = x - n ln 2, with ln 2 split in two so n * C1 is exact. */
-  LLVMValueRef r = fmuladd(gen, n, real(gen, -0.693359375), xc);
+  LLVMValueRef r = fmuladd(gen, n, real(gen, -0.693359375), x);
   r = fmuladd(gen, n, real(gen, 2.12194440e-4), r);
   static const double p[] = {5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2,
                              8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4};
   LLVMValueRef er = fadd(gen, fmuladd(gen, polynomial(gen, r, p, 6), fmul(gen, r, r), r),
                          real(gen, 1.0));
-  /* n is in [-150, 128]; two factors 2^(n/2) and 2^(n - n/2) stay normal,
-   * so results in the subnormal range and overflow to inf come out right. */
   LLVMValueRef ni = LLVMBuildFPToSI(b, n, gen->i32, "");
+  if (!wide)
+    return fmul(gen, er, power_of_two(gen, ni));
   LLVMValueRef half = LLVMBuildAShr(b, ni, cpu_i32(gen, 1), "");
   LLVMValueRef rest = LLVMBuildSub(b, ni, half, "");
-  LLVMValueRef y = fmul(gen, fmul(gen, er, power_of_two(gen, half)), power_of_two(gen, rest));
+  return fmul(gen, fmul(gen, er, power_of_two(gen, half)), power_of_two(gen, rest));
+}
+
+LLVMValueRef cpu_exp_f32(CpuGen *gen, LLVMValueRef x) {
+  LLVMBuilderRef b = gen->builder;
+  /* Past these, expf is +inf (above ~88.72) or 0 (below ~-103.97). */
+  LLVMValueRef y = exp_in_range(gen, clamp(gen, x, -104.0, 89.0), true);
   /* expf(NaN) is NaN (the clamp let it through, but the int conversion
    * of n would not). */
   LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
@@ -87,13 +96,19 @@ LLVMValueRef cpu_tanh_f32(CpuGen *gen, LLVMValueRef x) {
                              2.06390887954e-2, -5.70498872745e-3};
   LLVMValueRef z = fmul(gen, x, x);
   LLVMValueRef small = fmuladd(gen, fmul(gen, polynomial(gen, z, p, 5), z), x, x);
-  /* Elsewhere 1 - 2 / (e^2|x| + 1), which reaches 1 as e^2|x| overflows. */
-  LLVMValueRef e = cpu_exp_f32(gen, fadd(gen, ax, ax));
+  /* Elsewhere 1 - 2 / (e^2|x| + 1). Past |x| = 10 that is 1 in f32
+   * (tanh(x) = 1 - 2e^-2x + ..., below half an ulp of 1 from 9.01), so
+   * |x| is clamped there: e^2|x| then stays below 2^29, never overflows,
+   * and needs neither exp's clamps nor its two-factor scaling. */
+  LLVMValueRef ten = real(gen, 10.0);
+  LLVMValueRef ac = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, ax, ten, ""), ten, ax, "");
+  LLVMValueRef e = exp_in_range(gen, fadd(gen, ac, ac), false);
   LLVMValueRef large = LLVMBuildFSub(
       b, real(gen, 1.0), LLVMBuildFDiv(b, real(gen, 2.0), fadd(gen, e, real(gen, 1.0)), ""), "");
   LLVMValueRef args[2] = {large, x};
   LLVMValueRef signed_large = cpu_intrinsic(gen, "llvm.copysign", &t, 1, args, 2);
-  /* NaN fails the comparison and takes the large branch, where it stays NaN. */
   LLVMValueRef near_zero = LLVMBuildFCmp(b, LLVMRealOLT, ax, real(gen, 0.625), "");
-  return LLVMBuildSelect(b, near_zero, small, signed_large, "");
+  LLVMValueRef y = LLVMBuildSelect(b, near_zero, small, signed_large, "");
+  /* NaN passed the clamp, but not the int conversion of exp's n. */
+  return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), x, y, "");
 }

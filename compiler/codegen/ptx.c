@@ -369,7 +369,7 @@ char *ptx_compile(const KernelPlan *cpu_plan, const PtxOptions *options, char *e
   LLVMSetModuleDataLayout(module, layout);
   LLVMDisposeTargetData(layout);
   CpuGen gen = {.context = context, .module = module, .plan = plan, .graph = plan->graph,
-                .prefix = prefix};
+                .prefix = prefix, .ptx = true};
   gen.builder = LLVMCreateBuilderInContext(context);
   cpu_init_types(&gen);
   int count = graph_count(plan->graph);

@@ -12,8 +12,10 @@
 Graph *pass_fold(const Graph *in, char *err, size_t err_size);
 /* Algebraic identities: x*1, x+0, x-0, x/1, neg(neg x), composed and
  * identity permutes, reshape of reshape, broadcast of broadcast and of
- * splat constants, no-op casts, slices, pads and reductions, and a
- * transpose of the last two axes folded into dot's transpose flag. */
+ * splat constants, no-op casts, slices, pads and reductions, a
+ * transpose of the last two axes folded into dot's transpose flag, and a
+ * dot read only through such a transpose computed swapped
+ * (dot(a, b)^T = dot(b^T, a^T)). */
 Graph *pass_simplify(const Graph *in, char *err, size_t err_size);
 /* Merges structurally equal nodes (same op, attributes and inputs). */
 Graph *pass_cse(const Graph *in, char *err, size_t err_size);

@@ -1,5 +1,8 @@
 /* Algebraic simplification. Nodes are visited in order, so a rule sees
  * inputs that are already simplified and chains collapse in one sweep. */
+#include <stdlib.h>
+
+#include "errbuf.h"
 #include "pass.h"
 #include "rewrite.h"
 
@@ -43,9 +46,47 @@ static bool reduces_only_unit_axes(const GraphNode *node, const GraphNode *x) {
   return true;
 }
 
+/* Per node of `g`: a dot that no output or update names and that every
+ * reader reads through a swap of its last two axes (a weight's gradient
+ * of x @ transpose(w) is dot(x^T, g)^T). Such a dot is computed swapped,
+ * dot(a, b)^T = dot(b^T, a^T), so no transpose is read or copied. */
+static bool *dots_read_swapped(const Graph *g) {
+  int count = graph_count(g);
+  bool *swapped = calloc((size_t)count + 1, sizeof *swapped);
+  int *readers = calloc((size_t)count + 1, sizeof *readers);
+  bool *named = calloc((size_t)count + 1, sizeof *named);
+  if (!swapped || !readers || !named) {
+    free(readers);
+    free(named);
+    free(swapped);
+    return NULL;
+  }
+  for (int i = 0; i < graph_num_outputs(g); i++) named[graph_output_at(g, i).node] = true;
+  for (int i = 0; i < graph_num_updates(g); i++) named[graph_update_at(g, i).value] = true;
+  for (GraphId id = 0; id < count; id++) {
+    const GraphNode *n = graph_node(g, id);
+    for (int i = 0; i < n->num_inputs; i++) readers[n->inputs[i]]++;
+  }
+  for (GraphId id = 0; id < count; id++) {
+    const GraphNode *n = graph_node(g, id);
+    if (is_last_two_swap(n)) readers[n->inputs[0]]--;
+  }
+  for (GraphId id = 0; id < count; id++) {
+    const GraphNode *n = graph_node(g, id);
+    if (is_last_two_swap(n)) {
+      GraphId x = n->inputs[0];
+      swapped[x] = graph_node(g, x)->op == GRAPH_OP_DOT && readers[x] == 0 && !named[x];
+    }
+  }
+  free(readers);
+  free(named);
+  return swapped;
+}
+
 /* The simplified replacement of `node` given its mapped inputs `in`, or
- * GRAPH_NONE to copy it unchanged. */
-static GraphId simplify_node(Graph *out, const GraphNode *node, const GraphId *in) {
+ * GRAPH_NONE to copy it unchanged. `swapped` is dots_read_swapped. */
+static GraphId simplify_node(Graph *out, const GraphNode *node, const GraphId *in,
+                             const bool *swapped) {
   const GraphNode *x = node->num_inputs ? graph_node(out, in[0]) : NULL;
   switch (node->op) {
   case GRAPH_OP_MUL:
@@ -71,6 +112,9 @@ static GraphId simplify_node(Graph *out, const GraphNode *node, const GraphId *i
   case GRAPH_OP_PERMUTE: {
     int rank = x->shape.rank;
     if (is_identity_perm(node->attrs.perm, rank)) return in[0];
+    if (x->op == GRAPH_OP_DOT && swapped[node->inputs[0]] && is_last_two_swap(node))
+      return graph_dot(out, x->inputs[1], x->inputs[0], !x->attrs.transpose_b,
+                       !x->attrs.transpose_a);
     if (x->op == GRAPH_OP_PERMUTE) {
       /* z = permute(permute(w, p), q): axis i of z is axis p[q[i]] of w */
       int composed[GRAPH_MAX_RANK];
@@ -123,11 +167,20 @@ static GraphId simplify_node(Graph *out, const GraphNode *node, const GraphId *i
 
 Graph *pass_simplify(const Graph *in, char *err, size_t err_size) {
   PassRewrite r;
-  if (!pass_rewrite_begin(&r, in, err, err_size)) return NULL;
+  bool *swapped = dots_read_swapped(in);
+  if (!swapped) {
+    errbuf_set(err, err_size, "out of memory");
+    return NULL;
+  }
+  if (!pass_rewrite_begin(&r, in, err, err_size)) {
+    free(swapped);
+    return NULL;
+  }
   for (GraphId id = 0; id < graph_count(in); id++) {
     const GraphNode *node = graph_node(in, id);
-    GraphId simpler = simplify_node(r.out, node, pass_rewrite_inputs(&r, id));
+    GraphId simpler = simplify_node(r.out, node, pass_rewrite_inputs(&r, id), swapped);
     r.map[id] = simpler != GRAPH_NONE ? simpler : pass_rewrite_copy(&r, id);
   }
+  free(swapped);
   return pass_rewrite_finish(&r, err, err_size);
 }

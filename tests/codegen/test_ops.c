@@ -228,7 +228,8 @@ static void reductions(void) {
     Graph *g = graph_new();
     GraphId x = in(g, "x", GRAPH_F32, SHAPE(3, 4, 5)), y = in(g, "y", GRAPH_F32, SHAPE(5, 3, 4));
     GraphId v = in(g, "v", GRAPH_F32, SHAPE(4, 1));
-    /* 3: into [1, 1, 5], the column form (rows read in order, cpu_loop.c). */
+    /* 3: into [1, 1, 5], 1: into [1, 4, 5], the column form (rows read in
+     * order, cpu_loop.c). */
     const uint32_t masks[] = {4, 1, 2, 5, 7, 3};
     for (int m = 0; m < 6; m++) {
       char name[32];
@@ -239,6 +240,8 @@ static void reductions(void) {
     GraphId e = graph_binary(g, GRAPH_OP_MUL, x, graph_broadcast(g, v, SHAPE(3, 4, 5)));
     graph_output(g, "of broadcast product", graph_reduce(g, ops[k], e, 4));
     graph_output(g, "columns of broadcast product", graph_reduce(g, ops[k], e, 3));
+    /* The column form over [4, 5] columns, v's index taken from the flattened column. */
+    graph_output(g, "leading axis of broadcast product", graph_reduce(g, ops[k], e, 1));
     GraphId xi = in(g, "xi", GRAPH_I32, SHAPE(6, 5));
     graph_output(g, "i32", graph_reduce(g, ops[k], xi, 2));
     graph_output(g, "i32 all", graph_reduce(g, ops[k], xi, 3));
