@@ -400,6 +400,126 @@ static LLVMValueRef block_max(Att *a, LLVMValueRef s) {
              : m;
 }
 
+/* v[0..n) (n vectors of n lanes, n a power of two) transposed in place:
+ * one stage per bit of the index swaps that bit of the row with the same
+ * bit of the lane, one shuffle a row a stage. */
+static void transpose_square(Att *a, LLVMValueRef *v, int n) {
+  for (int bit = 1; bit < n; bit *= 2) {
+    LLVMValueRef low[32], high[32];
+    for (int l = 0; l < n; l++) {
+      low[l] = cpu_i32(a->gen, l & bit ? n + l - bit : l);
+      high[l] = cpu_i32(a->gen, l & bit ? n + l : l + bit);
+    }
+    for (int r = 0; r < n; r++) {
+      if (r & bit) continue;
+      LLVMValueRef x = v[r], y = v[r + bit];
+      v[r] = LLVMBuildShuffleVector(a->b, x, y, LLVMConstVector(low, (unsigned)n), "");
+      v[r + bit] = LLVMBuildShuffleVector(a->b, x, y, LLVMConstVector(high, (unsigned)n), "");
+    }
+  }
+}
+
+/* dst[h stride + u] = src[u len + h] for u < rows, h < len, and 0 for u in
+ * [rows, stride): `rows` rows of `len` elements transposed, squares of
+ * a->width x a->width through shuffles, the edges one element at a time. */
+static void transpose_rows(Att *a, LLVMValueRef src, int64_t rows, int64_t len, LLVMValueRef dst,
+                           int64_t stride) {
+  int w = a->width;
+  int64_t row_squares = rows / w, len_squares = len / w;
+  if (row_squares > 0 && len_squares > 0) {
+    CpuLoop u, h;
+    cpu_loop_begin(a->gen, &u, i64c(a, 0), i64c(a, row_squares));
+    LLVMValueRef u0 = imul(a, u.index, w);
+    cpu_loop_begin(a->gen, &h, i64c(a, 0), i64c(a, len_squares));
+    LLVMValueRef h0 = imul(a, h.index, w), v[32];
+    for (int r = 0; r < w; r++) v[r] = load_w(a, src, iadd(a, imul(a, iadd(a, u0, i64c(a, r)), len), h0), w);
+    transpose_square(a, v, w);
+    for (int r = 0; r < w; r++)
+      store_w(a, v[r], dst, iadd(a, imul(a, iadd(a, h0, i64c(a, r)), stride), u0), w);
+    cpu_loop_end(a->gen, &h);
+    cpu_loop_end(a->gen, &u);
+  }
+  /* the elements past the squares: the rows' last columns, then the last
+   * rows and the zero padding */
+  for (int edge = 0; edge < 2; edge++) {
+    int64_t u_from = edge ? row_squares * w : 0, u_to = edge ? stride : row_squares * w;
+    int64_t h_from = edge ? 0 : len_squares * w;
+    if (u_from >= u_to || h_from >= len) continue;
+    CpuLoop u, h;
+    cpu_loop_begin(a->gen, &u, i64c(a, u_from), i64c(a, u_to));
+    cpu_loop_begin(a->gen, &h, i64c(a, h_from), i64c(a, len));
+    LLVMValueRef at = iadd(a, imul(a, h.index, stride), u.index), x = real(a, 0.0);
+    if (u_from < rows) {
+      /* a row past `rows` reads row 0 and stores 0 */
+      LLVMValueRef real_row = LLVMBuildICmp(a->b, LLVMIntSLT, u.index, i64c(a, rows), "");
+      LLVMValueRef from = LLVMBuildSelect(a->b, real_row, u.index, i64c(a, 0), "");
+      x = LLVMBuildSelect(a->b, real_row, load_w(a, src, iadd(a, imul(a, from, len), h.index), 1), x, "");
+    }
+    store_w(a, x, dst, at, 1);
+    cpu_loop_end(a->gen, &h);
+    cpu_loop_end(a->gen, &u);
+  }
+}
+
+/* out[r][0..BLOCK) = the dot products of xs[r][0..len) with the BLOCK
+ * columns of tr (len rows of `stride`, the other side transposed) from
+ * column `at`, for r < n: per element of the head, one vector of the
+ * block's columns against the rows' element broadcast, a fused
+ * multiply-add a lane, instead of dot_rows' lane sum and scalar work per
+ * pair. Where a block is one vector, the even and the odd elements of the
+ * head go to two sums added at the end: TILE rows' chains alone left half
+ * of a core's two fused multiply-adds a cycle idle (4-cycle latency).
+ * A row's sums do not depend on n, so neither does its result on the
+ * tiling or the thread count. */
+static void block_dots(Att *a, LLVMValueRef *xs, int n, int64_t len, LLVMValueRef tr,
+                       int64_t stride, LLVMValueRef at, LLVMValueRef *out) {
+  int w = a->width, nv = BLOCK / w, parts = nv == 1 ? 2 : 1;
+  LLVMTypeRef vt = lanes_type(a, w);
+  LLVMValueRef acc[2][TILE][BLOCK];
+  for (int p = 0; p < parts; p++)
+    for (int r = 0; r < n; r++)
+      for (int k = 0; k < nv; k++) acc[p][r][k] = slot(a, vt, LLVMConstNull(vt));
+  /* parts consecutive elements a step, then the odd one left into part 0 */
+  for (int pass = 0; pass < 2; pass++) {
+    int64_t from = pass ? len / parts * parts : 0, to = pass ? len : len / parts;
+    if (from >= to) continue;
+    CpuLoop h;
+    cpu_loop_begin(a->gen, &h, i64c(a, from), i64c(a, to));
+    for (int p = 0; p < (pass ? 1 : parts); p++) {
+      LLVMValueRef e = pass ? h.index : iadd(a, imul(a, h.index, parts), i64c(a, p));
+      LLVMValueRef col = iadd(a, imul(a, e, stride), at), tv[BLOCK];
+      for (int k = 0; k < nv; k++) tv[k] = load_w(a, tr, iadd(a, col, i64c(a, k * w)), w);
+      for (int r = 0; r < n; r++) {
+        LLVMValueRef x = splat_w(a, load_w(a, xs[r], e, 1), w);
+        for (int k = 0; k < nv; k++)
+          LLVMBuildStore(a->b, fmuladd(a, x, tv[k], get(a, acc[p][r][k])), acc[p][r][k]);
+      }
+    }
+    cpu_loop_end(a->gen, &h);
+  }
+  for (int r = 0; r < n; r++)
+    for (int k = 0; k < nv; k++) {
+      LLVMValueRef sum = get(a, acc[0][r][k]);
+      if (parts == 2) sum = LLVMBuildFAdd(a->b, sum, get(a, acc[1][r][k]), "");
+      store_w(a, sum, out[r], i64c(a, k * w), w);
+    }
+}
+
+/* The most stack the transposed other side of block_dots may take; past
+ * it (very long keys or heads) the kernel keeps dot_rows. */
+#define TRANSPOSED_MAX_BYTES (512 * 1024)
+
+static bool forward_op(GraphOp op) {
+  return op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_LSE;
+}
+
+/* A stack array of len elements, aligned for whole vectors. */
+static LLVMValueRef tr_array(Att *a, int64_t len) {
+  LLVMValueRef arr = cpu_entry_alloca(a->gen, LLVMArrayType(a->t, (unsigned)len), "transposed");
+  LLVMSetAlignment(arr, 64);
+  return LLVMBuildBitCast(a->b, arr, LLVMPointerType(a->t, 0), "");
+}
+
 /* What every tile of a kernel shares: its op, sizes and typed arguments. */
 typedef struct AttKernel {
   GraphOp op;
@@ -409,6 +529,12 @@ typedef struct AttKernel {
   LLVMValueRef also_out; /* Kernel.also's output, or NULL: attention's lse, grad_k's dv */
   MaskMap mask;
   LLVMValueRef scale;
+  /* block_dots' operands, or NULL (dot_rows): the other side's rows of one
+   * batch transposed, [d][tr_stride] for the scores (k, or q of key rows)
+   * and [dv][tr_stride] for dp (v, or do of key rows), made once per batch
+   * a call (tr_batch: which, -1 none yet) and shared by its tiles */
+  LLVMValueRef tr_s, tr_dp, tr_batch;
+  int64_t tr_stride;
 } AttKernel;
 
 /* In a causal tile of rows x0 .. x0 + n - 1, row r does not see the other
@@ -434,7 +560,7 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
   CpuGen *gen = a->gen;
   LLVMBuilderRef b = a->b;
   GraphOp op = c->op;
-  bool forward = op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_LSE;
+  bool forward = forward_op(op);
   bool grad_kv = op == GRAPH_OP_ATTENTION_GRAD_K && c->also_out;
   int64_t t = c->t, d = c->d, dv = c->dv;
   LLVMValueRef neg_inf = real(a, -INFINITY), zero = real(a, 0.0);
@@ -446,6 +572,18 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
   LLVMValueRef dob = c->d_o ? cpu_element(gen, a->t, c->d_o, imul(a, batch, t * dv)) : NULL;
   LLVMValueRef lseb = c->lse ? cpu_element(gen, a->t, c->lse, imul(a, batch, t)) : NULL;
   LLVMValueRef deltab = c->delta ? cpu_element(gen, a->t, c->delta, imul(a, batch, t)) : NULL;
+
+  /* the other side of this batch transposed for block_dots, unless the
+   * previous tile of the call did it */
+  if (c->tr_s) {
+    LLVMValueRef fresh = LLVMBuildICmp(b, LLVMIntEQ, get(a, c->tr_batch), batch, "");
+    LLVMBasicBlockRef done = begin_unless(a, fresh);
+    int64_t rows = c->query_rows ? c->s : t;
+    transpose_rows(a, c->query_rows ? kb : qb, rows, d, c->tr_s, c->tr_stride);
+    if (c->tr_dp) transpose_rows(a, c->query_rows ? vb : dob, rows, dv, c->tr_dp, c->tr_stride);
+    LLVMBuildStore(b, batch, c->tr_batch);
+    end_unless(a, done);
+  }
 
   /* Per row r: x = x0 + r, its accumulator, scores, probabilities, the
    * running max and sum (forward), its lse and delta (grad_q) and rows. */
@@ -499,9 +637,14 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
     for (int r = 0; r < n; r++) LLVMBuildStore(b, neg_inf, bm[r]);
 
   /* 1. the block's scores; -inf where masked, hidden, past the end, or
-   * for a query whose row is fully masked (lse = -inf, its p taken as 0) */
+   * for a query whose row is fully masked (lse = -inf, its p taken as 0).
+   * With block_dots the dot products come first, into the scores' arrays. */
+  LLVMValueRef sc[TILE];
+  if (c->tr_s) block_dots(a, own, n, d, c->tr_s, c->tr_stride, base, sblk);
   CpuLoop e;
   cpu_loop_begin(gen, &e, i64c(a, 0), i64c(a, BLOCK));
+  if (c->tr_s)
+    for (int r = 0; r < n; r++) sc[r] = load_w(a, sblk[r], e.index, 1);
   for (int r = 0; r < n; r++) store_w(a, neg_inf, sblk[r], e.index, 1);
   if (lblk) store_w(a, zero, lblk, e.index, 1);
   LLVMBasicBlockRef skip_out = begin_unless(a, LLVMBuildICmp(b, LLVMIntSGE, e.index, count, ""));
@@ -512,9 +655,8 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
     lo = load_w(a, lseb, other, 1);
     skip_row = begin_unless(a, is_neg_inf(a, lo));
   }
-  LLVMValueRef shared = cpu_element(gen, a->t, c->query_rows ? kb : qb, imul(a, other, d));
-  LLVMValueRef sc[TILE];
-  dot_rows(a, own, shared, n, d, sc);
+  if (!c->tr_s)
+    dot_rows(a, own, cpu_element(gen, a->t, c->query_rows ? kb : qb, imul(a, other, d)), n, d, sc);
   for (int r = 0; r < n; r++) {
     LLVMValueRef v = LLVMBuildFMul(b, c->scale, sc[r], "");
     if (c->mask.data) {
@@ -568,6 +710,7 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
    * longer needed); a hidden or masked pair has p = 0 and so ds = 0 */
   bool ds = op == GRAPH_OP_ATTENTION_GRAD_Q || op == GRAPH_OP_ATTENTION_GRAD_K;
   LLVMValueRef *dsblk = sblk;
+  if (c->tr_dp) block_dots(a, own_dv, n, dv, c->tr_dp, c->tr_stride, base, dsblk); /* dp */
   if (op != GRAPH_OP_ATTENTION_GRAD_V) {
     CpuLoop u;
     cpu_loop_begin(gen, &u, i64c(a, 0), count);
@@ -580,8 +723,11 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
         axpy_rows(a, acc, p, n, dv, cpu_element(gen, a->t, vb, imul(a, at, dv)));
     } else {
       LLVMValueRef dp[TILE];
-      LLVMValueRef with = cpu_element(gen, a->t, c->query_rows ? vb : dob, imul(a, at, dv));
-      dot_rows(a, own_dv, with, n, dv, dp);
+      if (c->tr_dp)
+        for (int r = 0; r < n; r++) dp[r] = load_w(a, dsblk[r], u.index, 1);
+      else
+        dot_rows(a, own_dv, cpu_element(gen, a->t, c->query_rows ? vb : dob, imul(a, at, dv)), n,
+                 dv, dp);
       LLVMValueRef dd = c->query_rows ? NULL : load_w(a, deltab, at, 1);
       for (int r = 0; r < n; r++) {
         LLVMValueRef diff = LLVMBuildFSub(b, dp[r], c->query_rows ? di[r] : dd, "");
@@ -671,6 +817,19 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
     }
   }
   c.scale = real(&a, n->attrs.scale);
+  /* block_dots for the backward on a vector target, when the transposed
+   * rows fit: their stride is the other side's length in whole blocks,
+   * one more where a block may start off a multiple of BLOCK (key rows of
+   * a causal op begin at their own index) */
+  int64_t other_len = c.query_rows ? c.s : c.t;
+  c.tr_stride = (other_len + BLOCK - 1) / BLOCK * BLOCK + (c.causal && !c.query_rows ? BLOCK : 0);
+  bool with_dp = op == GRAPH_OP_ATTENTION_GRAD_Q || op == GRAPH_OP_ATTENTION_GRAD_K;
+  int64_t tr_bytes = (c.d + (with_dp ? c.dv : 0)) * c.tr_stride * (bits / 8);
+  if (a.width > 1 && !forward_op(op) && tr_bytes <= TRANSPOSED_MAX_BYTES) {
+    c.tr_s = tr_array(&a, c.d * c.tr_stride);
+    c.tr_dp = with_dp ? tr_array(&a, c.dv * c.tr_stride) : NULL;
+    c.tr_batch = slot(&a, gen->i64, i64c(&a, -1));
+  }
 
   /* Rows in tiles of TILE while a whole tile fits in the range and in its
    * batch, the rest one by one. */
