@@ -432,7 +432,8 @@ static void transpose_rows(Att *a, LLVMValueRef src, int64_t rows, int64_t len, 
     LLVMValueRef u0 = imul(a, u.index, w);
     cpu_loop_begin(a->gen, &h, i64c(a, 0), i64c(a, len_squares));
     LLVMValueRef h0 = imul(a, h.index, w), v[32];
-    for (int r = 0; r < w; r++) v[r] = load_w(a, src, iadd(a, imul(a, iadd(a, u0, i64c(a, r)), len), h0), w);
+    for (int r = 0; r < w; r++)
+      v[r] = load_w(a, src, iadd(a, imul(a, iadd(a, u0, i64c(a, r)), len), h0), w);
     transpose_square(a, v, w);
     for (int r = 0; r < w; r++)
       store_w(a, v[r], dst, iadd(a, imul(a, iadd(a, h0, i64c(a, r)), stride), u0), w);
@@ -453,7 +454,8 @@ static void transpose_rows(Att *a, LLVMValueRef src, int64_t rows, int64_t len, 
       /* a row past `rows` reads row 0 and stores 0 */
       LLVMValueRef real_row = LLVMBuildICmp(a->b, LLVMIntSLT, u.index, i64c(a, rows), "");
       LLVMValueRef from = LLVMBuildSelect(a->b, real_row, u.index, i64c(a, 0), "");
-      x = LLVMBuildSelect(a->b, real_row, load_w(a, src, iadd(a, imul(a, from, len), h.index), 1), x, "");
+      LLVMValueRef value = load_w(a, src, iadd(a, imul(a, from, len), h.index), 1);
+      x = LLVMBuildSelect(a->b, real_row, value, x, "");
     }
     store_w(a, x, dst, at, 1);
     cpu_loop_end(a->gen, &h);
@@ -531,11 +533,21 @@ typedef struct AttKernel {
   LLVMValueRef scale;
   /* block_dots' operands, or NULL (dot_rows): the other side's rows of one
    * batch transposed, [d][tr_stride] for the scores (k, or q of key rows)
-   * and [dv][tr_stride] for dp (v, or do of key rows), made once per batch
-   * a call (tr_batch: which, -1 none yet) and shared by its tiles */
-  LLVMValueRef tr_s, tr_dp, tr_batch;
+   * and [dv][tr_stride] for dp (v, or do of key rows), and for key rows the
+   * queries' lse and delta padded to tr_stride with -inf and 0; made once
+   * per batch a call (tr_batch: which, -1 none yet), shared by its tiles */
+  LLVMValueRef tr_s, tr_dp, tr_lse, tr_delta, tr_batch;
   int64_t tr_stride;
 } AttKernel;
+
+/* Where the mask of row x (query rows: mrow, its mask_row) and the other
+ * side's `other` is read. */
+static LLVMValueRef mask_at(Att *a, const AttKernel *c, LLVMValueRef batch, LLVMValueRef mrow,
+                            LLVMValueRef x, LLVMValueRef other) {
+  int64_t last_stride = c->mask.stride[c->mask.rank - 1];
+  return c->query_rows ? iadd(a, mrow, imul(a, other, last_stride))
+                       : iadd(a, mask_row(a, &c->mask, batch, other), imul(a, x, last_stride));
+}
 
 /* In a causal tile of rows x0 .. x0 + n - 1, row r does not see the other
  * side's x0 + u for u > r (query rows) or u < r (key rows): where such a
@@ -581,6 +593,18 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
     int64_t rows = c->query_rows ? c->s : t;
     transpose_rows(a, c->query_rows ? kb : qb, rows, d, c->tr_s, c->tr_stride);
     if (c->tr_dp) transpose_rows(a, c->query_rows ? vb : dob, rows, dv, c->tr_dp, c->tr_stride);
+    if (c->tr_lse) {
+      CpuLoop i;
+      cpu_loop_begin(gen, &i, i64c(a, 0), i64c(a, c->tr_stride));
+      LLVMValueRef query = LLVMBuildICmp(b, LLVMIntSLT, i.index, i64c(a, t), "");
+      LLVMValueRef at = LLVMBuildSelect(b, query, i.index, i64c(a, 0), "");
+      store_w(a, LLVMBuildSelect(b, query, load_w(a, lseb, at, 1), neg_inf, ""), c->tr_lse,
+              i.index, 1);
+      if (c->tr_delta)
+        store_w(a, LLVMBuildSelect(b, query, load_w(a, deltab, at, 1), zero, ""), c->tr_delta,
+                i.index, 1);
+      cpu_loop_end(gen, &i);
+    }
     LLVMBuildStore(b, batch, c->tr_batch);
     end_unless(a, done);
   }
@@ -637,45 +661,64 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
     for (int r = 0; r < n; r++) LLVMBuildStore(b, neg_inf, bm[r]);
 
   /* 1. the block's scores; -inf where masked, hidden, past the end, or
-   * for a query whose row is fully masked (lse = -inf, its p taken as 0).
-   * With block_dots the dot products come first, into the scores' arrays. */
-  LLVMValueRef sc[TILE];
-  if (c->tr_s) block_dots(a, own, n, d, c->tr_s, c->tr_stride, base, sblk);
-  CpuLoop e;
-  cpu_loop_begin(gen, &e, i64c(a, 0), i64c(a, BLOCK));
-  if (c->tr_s)
-    for (int r = 0; r < n; r++) sc[r] = load_w(a, sblk[r], e.index, 1);
-  for (int r = 0; r < n; r++) store_w(a, neg_inf, sblk[r], e.index, 1);
-  if (lblk) store_w(a, zero, lblk, e.index, 1);
-  LLVMBasicBlockRef skip_out = begin_unless(a, LLVMBuildICmp(b, LLVMIntSGE, e.index, count, ""));
-  LLVMValueRef other = iadd(a, base, e.index); /* j of query rows, i of key rows */
-  LLVMBasicBlockRef skip_row = NULL;
-  LLVMValueRef lo = NULL;
-  if (lblk) {
-    lo = load_w(a, lseb, other, 1);
-    skip_row = begin_unless(a, is_neg_inf(a, lo));
-  }
-  if (!c->tr_s)
-    dot_rows(a, own, cpu_element(gen, a->t, c->query_rows ? kb : qb, imul(a, other, d)), n, d, sc);
-  for (int r = 0; r < n; r++) {
-    LLVMValueRef v = LLVMBuildFMul(b, c->scale, sc[r], "");
-    if (c->mask.data) {
-      LLVMValueRef at = c->query_rows
-                            ? iadd(a, mrow[r], imul(a, other, c->mask.stride[c->mask.rank - 1]))
-                            : iadd(a, mask_row(a, &c->mask, batch, other),
-                                   imul(a, xr[r], c->mask.stride[c->mask.rank - 1]));
-      v = LLVMBuildFAdd(b, v, load_w(a, c->mask.data, at, 1), "");
+   * for a query whose row is fully masked (lse = -inf, its p taken as 0) */
+  if (c->tr_s) {
+    /* block_dots into the scores' arrays, then the rest without branches
+     * over the whole block, which LLVM vectorizes: past the end is
+     * hidden, a key row's padded lse is -inf there, and the mask is read
+     * at the last entry in the span instead */
+    block_dots(a, own, n, d, c->tr_s, c->tr_stride, base, sblk);
+    CpuLoop e;
+    cpu_loop_begin(gen, &e, i64c(a, 0), i64c(a, BLOCK));
+    LLVMValueRef other = iadd(a, base, e.index);
+    LLVMValueRef lo = lblk ? load_w(a, c->tr_lse, other, 1) : NULL;
+    LLVMValueRef hidden =
+        lblk ? is_neg_inf(a, lo) : LLVMBuildICmp(b, LLVMIntSGE, e.index, count, "");
+    LLVMValueRef in_span = min_i64(a, other, LLVMBuildSub(b, last, i64c(a, 1), ""));
+    for (int r = 0; r < n; r++) {
+      LLVMValueRef v = LLVMBuildFMul(b, c->scale, load_w(a, sblk[r], e.index, 1), "");
+      if (c->mask.data) {
+        LLVMValueRef at = mask_at(a, c, batch, mrow[r], xr[r], in_span);
+        v = LLVMBuildFAdd(b, v, load_w(a, c->mask.data, at, 1), "");
+      }
+      v = LLVMBuildSelect(b, hidden, neg_inf, v, "");
+      if (dead[r]) v = LLVMBuildSelect(b, dead[r], neg_inf, v, "");
+      store_w(a, v, sblk[r], e.index, 1);
     }
-    if (dead[r]) v = LLVMBuildSelect(b, dead[r], neg_inf, v, "");
-    if (forward && c->causal && n > 1) /* the online max needs it now */
-      v = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, other, xr[r], ""), neg_inf, v, "");
-    store_w(a, v, sblk[r], e.index, 1);
-    if (forward) LLVMBuildStore(b, max_t(a, v, get(a, bm[r])), bm[r]);
+    if (lblk) store_w(a, LLVMBuildSelect(b, hidden, zero, lo, ""), lblk, e.index, 1);
+    cpu_loop_end(gen, &e);
+  } else {
+    CpuLoop e;
+    cpu_loop_begin(gen, &e, i64c(a, 0), i64c(a, BLOCK));
+    for (int r = 0; r < n; r++) store_w(a, neg_inf, sblk[r], e.index, 1);
+    if (lblk) store_w(a, zero, lblk, e.index, 1);
+    LLVMBasicBlockRef skip_out = begin_unless(a, LLVMBuildICmp(b, LLVMIntSGE, e.index, count, ""));
+    LLVMValueRef other = iadd(a, base, e.index); /* j of query rows, i of key rows */
+    LLVMBasicBlockRef skip_row = NULL;
+    LLVMValueRef lo = NULL;
+    if (lblk) {
+      lo = load_w(a, lseb, other, 1);
+      skip_row = begin_unless(a, is_neg_inf(a, lo));
+    }
+    LLVMValueRef sc[TILE];
+    dot_rows(a, own, cpu_element(gen, a->t, c->query_rows ? kb : qb, imul(a, other, d)), n, d, sc);
+    for (int r = 0; r < n; r++) {
+      LLVMValueRef v = LLVMBuildFMul(b, c->scale, sc[r], "");
+      if (c->mask.data) {
+        LLVMValueRef at = mask_at(a, c, batch, mrow[r], xr[r], other);
+        v = LLVMBuildFAdd(b, v, load_w(a, c->mask.data, at, 1), "");
+      }
+      if (dead[r]) v = LLVMBuildSelect(b, dead[r], neg_inf, v, "");
+      if (forward && c->causal && n > 1) /* the online max needs it now */
+        v = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, other, xr[r], ""), neg_inf, v, "");
+      store_w(a, v, sblk[r], e.index, 1);
+      if (forward) LLVMBuildStore(b, max_t(a, v, get(a, bm[r])), bm[r]);
+    }
+    if (lblk) store_w(a, lo, lblk, e.index, 1);
+    if (skip_row) end_unless(a, skip_row);
+    end_unless(a, skip_out);
+    cpu_loop_end(gen, &e);
   }
-  if (lblk) store_w(a, lo, lblk, e.index, 1);
-  if (skip_row) end_unless(a, skip_row);
-  end_unless(a, skip_out);
-  cpu_loop_end(gen, &e);
   /* the backward's pairs of a causal tile past its diagonal, then each
    * row's max; the forward's max was taken in the loop (after the loop, its
    * latency comes before the rescaling: 1.70 -> 1.80 ms a call) */
@@ -712,8 +755,11 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
   LLVMValueRef *dsblk = sblk;
   if (c->tr_dp) block_dots(a, own_dv, n, dv, c->tr_dp, c->tr_stride, base, dsblk); /* dp */
   if (op != GRAPH_OP_ATTENTION_GRAD_V) {
+    /* block_dots' dp: over the whole block, which LLVM vectorizes (p = 0
+     * past the end, and dp there is finite: rows of the transposed side or
+     * its zero padding) */
     CpuLoop u;
-    cpu_loop_begin(gen, &u, i64c(a, 0), count);
+    cpu_loop_begin(gen, &u, i64c(a, 0), c->tr_dp ? i64c(a, BLOCK) : count);
     LLVMValueRef at = iadd(a, base, u.index);
     LLVMValueRef p[TILE];
     for (int r = 0; r < n; r++) p[r] = load_w(a, pblk[r], u.index, 1);
@@ -728,7 +774,8 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
       else
         dot_rows(a, own_dv, cpu_element(gen, a->t, c->query_rows ? vb : dob, imul(a, at, dv)), n,
                  dv, dp);
-      LLVMValueRef dd = c->query_rows ? NULL : load_w(a, deltab, at, 1);
+      LLVMValueRef dd =
+          c->query_rows ? NULL : load_w(a, c->tr_delta ? c->tr_delta : deltab, at, 1);
       for (int r = 0; r < n; r++) {
         LLVMValueRef diff = LLVMBuildFSub(b, dp[r], c->query_rows ? di[r] : dd, "");
         store_w(a, LLVMBuildFMul(b, c->scale, LLVMBuildFMul(b, p[r], diff, ""), ""), dsblk[r],
@@ -829,6 +876,8 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
     c.tr_s = tr_array(&a, c.d * c.tr_stride);
     c.tr_dp = with_dp ? tr_array(&a, c.dv * c.tr_stride) : NULL;
     c.tr_batch = slot(&a, gen->i64, i64c(&a, -1));
+    c.tr_lse = c.query_rows ? NULL : tr_array(&a, c.tr_stride);
+    c.tr_delta = c.query_rows || !with_dp ? NULL : tr_array(&a, c.tr_stride);
   }
 
   /* Rows in tiles of TILE while a whole tile fits in the range and in its
