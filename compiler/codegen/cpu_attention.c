@@ -719,10 +719,10 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
     end_unless(a, skip_out);
     cpu_loop_end(gen, &e);
   }
-  /* the backward's pairs of a causal tile past its diagonal, then each
-   * row's max; the forward's max was taken in the loop (after the loop, its
-   * latency comes before the rescaling: 1.70 -> 1.80 ms a call) */
-  if (!forward) {
+  /* the pairs of a causal tile past its diagonal, then each row's max;
+   * dot_rows' forward took its max in the loop (after the loop, its
+   * latency came before the rescaling: 1.70 -> 1.80 ms a call) */
+  if (!forward || c->tr_s) {
     if (c->causal && n > 1) hide_past_diagonal(a, c, sblk, x0, base, count, n);
     for (int r = 0; r < n; r++) LLVMBuildStore(b, block_max(a, sblk[r]), bm[r]);
   }
@@ -864,7 +864,7 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
     }
   }
   c.scale = real(&a, n->attrs.scale);
-  /* block_dots for the backward on a vector target, when the transposed
+  /* block_dots on a vector target, when the transposed
    * rows fit: their stride is the other side's length in whole blocks,
    * one more where a block may start off a multiple of BLOCK (key rows of
    * a causal op begin at their own index) */
@@ -872,7 +872,7 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
   c.tr_stride = (other_len + BLOCK - 1) / BLOCK * BLOCK + (c.causal && !c.query_rows ? BLOCK : 0);
   bool with_dp = op == GRAPH_OP_ATTENTION_GRAD_Q || op == GRAPH_OP_ATTENTION_GRAD_K;
   int64_t tr_bytes = (c.d + (with_dp ? c.dv : 0)) * c.tr_stride * (bits / 8);
-  if (a.width > 1 && !forward_op(op) && tr_bytes <= TRANSPOSED_MAX_BYTES) {
+  if (a.width > 1 && tr_bytes <= TRANSPOSED_MAX_BYTES) {
     c.tr_s = tr_array(&a, c.d * c.tr_stride);
     c.tr_dp = with_dp ? tr_array(&a, c.dv * c.tr_stride) : NULL;
     c.tr_batch = slot(&a, gen->i64, i64c(&a, -1));
