@@ -646,8 +646,12 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
 
   /* The other index runs over [first, last): keys 0 .. (causal ? x0 + n : S)
    * of query rows, or queries (causal ? x0 : 0) .. T of key rows; a pair
-   * (i, j) with j > i inside that span is hidden per row. */
-  LLVMValueRef first = c->query_rows || !c->causal ? i64c(a, 0) : x0;
+   * (i, j) with j > i inside that span is hidden per row. With block_dots
+   * key rows start at x0 rounded down to a whole block, so that its loads
+   * of a block's columns stay within cache lines. */
+  LLVMValueRef first = c->query_rows || !c->causal ? i64c(a, 0)
+                       : c->tr_s ? imul(a, LLVMBuildUDiv(b, x0, i64c(a, BLOCK), ""), BLOCK)
+                                 : x0;
   LLVMValueRef last = !c->query_rows ? i64c(a, t)
                       : c->causal    ? iadd(a, x0, i64c(a, n))
                                      : i64c(a, c->s);
@@ -683,6 +687,10 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
       }
       v = LLVMBuildSelect(b, hidden, neg_inf, v, "");
       if (dead[r]) v = LLVMBuildSelect(b, dead[r], neg_inf, v, "");
+      if (c->causal) { /* a compare per lane, cheaper than hide_past_diagonal's branches */
+        LLVMIntPredicate past = c->query_rows ? LLVMIntSGT : LLVMIntSLT;
+        v = LLVMBuildSelect(b, LLVMBuildICmp(b, past, other, xr[r], ""), neg_inf, v, "");
+      }
       store_w(a, v, sblk[r], e.index, 1);
     }
     if (lblk) store_w(a, LLVMBuildSelect(b, hidden, zero, lo, ""), lblk, e.index, 1);
@@ -719,11 +727,12 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
     end_unless(a, skip_out);
     cpu_loop_end(gen, &e);
   }
-  /* the pairs of a causal tile past its diagonal, then each row's max;
-   * dot_rows' forward took its max in the loop (after the loop, its
-   * latency came before the rescaling: 1.70 -> 1.80 ms a call) */
+  /* dot_rows' backward hides the pairs of a causal tile past its diagonal
+   * here (block_dots did in its loop), then each row's max; dot_rows'
+   * forward took both in the loop (its max after the loop put the max's
+   * latency before the rescaling: 1.70 -> 1.80 ms a call) */
   if (!forward || c->tr_s) {
-    if (c->causal && n > 1) hide_past_diagonal(a, c, sblk, x0, base, count, n);
+    if (c->causal && n > 1 && !c->tr_s) hide_past_diagonal(a, c, sblk, x0, base, count, n);
     for (int r = 0; r < n; r++) LLVMBuildStore(b, block_max(a, sblk[r]), bm[r]);
   }
 
@@ -864,12 +873,10 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
     }
   }
   c.scale = real(&a, n->attrs.scale);
-  /* block_dots on a vector target, when the transposed
-   * rows fit: their stride is the other side's length in whole blocks,
-   * one more where a block may start off a multiple of BLOCK (key rows of
-   * a causal op begin at their own index) */
+  /* block_dots on a vector target, when the transposed rows fit: their
+   * stride is the other side's length in whole blocks */
   int64_t other_len = c.query_rows ? c.s : c.t;
-  c.tr_stride = (other_len + BLOCK - 1) / BLOCK * BLOCK + (c.causal && !c.query_rows ? BLOCK : 0);
+  c.tr_stride = (other_len + BLOCK - 1) / BLOCK * BLOCK;
   bool with_dp = op == GRAPH_OP_ATTENTION_GRAD_Q || op == GRAPH_OP_ATTENTION_GRAD_K;
   int64_t tr_bytes = (c.d + (with_dp ? c.dv : 0)) * c.tr_stride * (bits / 8);
   if (a.width > 1 && tr_bytes <= TRANSPOSED_MAX_BYTES) {
