@@ -419,11 +419,23 @@ static void transpose_square(Att *a, LLVMValueRef *v, int n) {
   }
 }
 
-/* dst[h stride + u] = src[u len + h] for u < rows, h < len, and 0 for u in
- * [rows, stride): `rows` rows of `len` elements transposed, squares of
- * a->width x a->width through shuffles, the edges one element at a time. */
+/* Where block_dots' operand holds element h of the other side's row u:
+ * blocks of BLOCK rows one after the other, each its len elements' rows of
+ * BLOCK lanes, so that a block's loads stream through consecutive lines
+ * (rows of the whole side's length apart, gpt-small's two transposed sides
+ * took more than the L1 cache's sets and ways). */
+static LLVMValueRef transposed_at(Att *a, LLVMValueRef u, LLVMValueRef h, int64_t len) {
+  LLVMValueRef block = LLVMBuildUDiv(a->b, u, i64c(a, BLOCK), "");
+  LLVMValueRef lane = LLVMBuildURem(a->b, u, i64c(a, BLOCK), "");
+  return iadd(a, iadd(a, imul(a, block, len * BLOCK), imul(a, h, BLOCK)), lane);
+}
+
+/* dst at transposed_at(u, h) = src[u len + h] for u < rows, h < len, and 0
+ * for u in [rows, padded): `rows` rows of `len` elements transposed,
+ * squares of a->width x a->width through shuffles, the edges one element at
+ * a time. */
 static void transpose_rows(Att *a, LLVMValueRef src, int64_t rows, int64_t len, LLVMValueRef dst,
-                           int64_t stride) {
+                           int64_t padded) {
   int w = a->width;
   int64_t row_squares = rows / w, len_squares = len / w;
   if (row_squares > 0 && len_squares > 0) {
@@ -436,20 +448,20 @@ static void transpose_rows(Att *a, LLVMValueRef src, int64_t rows, int64_t len, 
       v[r] = load_w(a, src, iadd(a, imul(a, iadd(a, u0, i64c(a, r)), len), h0), w);
     transpose_square(a, v, w);
     for (int r = 0; r < w; r++)
-      store_w(a, v[r], dst, iadd(a, imul(a, iadd(a, h0, i64c(a, r)), stride), u0), w);
+      store_w(a, v[r], dst, transposed_at(a, u0, iadd(a, h0, i64c(a, r)), len), w);
     cpu_loop_end(a->gen, &h);
     cpu_loop_end(a->gen, &u);
   }
   /* the elements past the squares: the rows' last columns, then the last
    * rows and the zero padding */
   for (int edge = 0; edge < 2; edge++) {
-    int64_t u_from = edge ? row_squares * w : 0, u_to = edge ? stride : row_squares * w;
+    int64_t u_from = edge ? row_squares * w : 0, u_to = edge ? padded : row_squares * w;
     int64_t h_from = edge ? 0 : len_squares * w;
     if (u_from >= u_to || h_from >= len) continue;
     CpuLoop u, h;
     cpu_loop_begin(a->gen, &u, i64c(a, u_from), i64c(a, u_to));
     cpu_loop_begin(a->gen, &h, i64c(a, h_from), i64c(a, len));
-    LLVMValueRef at = iadd(a, imul(a, h.index, stride), u.index), x = real(a, 0.0);
+    LLVMValueRef at = transposed_at(a, u.index, h.index, len), x = real(a, 0.0);
     if (u_from < rows) {
       /* a row past `rows` reads row 0 and stores 0 */
       LLVMValueRef real_row = LLVMBuildICmp(a->b, LLVMIntSLT, u.index, i64c(a, rows), "");
@@ -463,9 +475,9 @@ static void transpose_rows(Att *a, LLVMValueRef src, int64_t rows, int64_t len, 
   }
 }
 
-/* out[r][0..BLOCK) = the dot products of xs[r][0..len) with the BLOCK
- * columns of tr (len rows of `stride`, the other side transposed) from
- * column `at`, for r < n: per element of the head, one vector of the
+/* out[r][0..BLOCK) = the dot products of xs[r][0..len) with the other
+ * side's rows at .. at + BLOCK - 1 (at a whole block) as transposed into
+ * tr (transposed_at), for r < n: per element of the head, one vector of the
  * block's columns against the rows' element broadcast, a fused
  * multiply-add a lane, instead of dot_rows' lane sum and scalar work per
  * pair. Where a block is one vector, the even and the odd elements of the
@@ -474,7 +486,7 @@ static void transpose_rows(Att *a, LLVMValueRef src, int64_t rows, int64_t len, 
  * A row's sums do not depend on n, so neither does its result on the
  * tiling or the thread count. */
 static void block_dots(Att *a, LLVMValueRef *xs, int n, int64_t len, LLVMValueRef tr,
-                       int64_t stride, LLVMValueRef at, LLVMValueRef *out) {
+                       LLVMValueRef at, LLVMValueRef *out) {
   int w = a->width, nv = BLOCK / w, parts = nv == 1 ? 2 : 1;
   LLVMTypeRef vt = lanes_type(a, w);
   LLVMValueRef acc[2][TILE][BLOCK];
@@ -489,7 +501,7 @@ static void block_dots(Att *a, LLVMValueRef *xs, int n, int64_t len, LLVMValueRe
     cpu_loop_begin(a->gen, &h, i64c(a, from), i64c(a, to));
     for (int p = 0; p < (pass ? 1 : parts); p++) {
       LLVMValueRef e = pass ? h.index : iadd(a, imul(a, h.index, parts), i64c(a, p));
-      LLVMValueRef col = iadd(a, imul(a, e, stride), at), tv[BLOCK];
+      LLVMValueRef col = iadd(a, imul(a, at, len), imul(a, e, BLOCK)), tv[BLOCK];
       for (int k = 0; k < nv; k++) tv[k] = load_w(a, tr, iadd(a, col, i64c(a, k * w)), w);
       for (int r = 0; r < n; r++) {
         LLVMValueRef x = splat_w(a, load_w(a, xs[r], e, 1), w);
@@ -532,12 +544,13 @@ typedef struct AttKernel {
   MaskMap mask;
   LLVMValueRef scale;
   /* block_dots' operands, or NULL (dot_rows): the other side's rows of one
-   * batch transposed, [d][tr_stride] for the scores (k, or q of key rows)
-   * and [dv][tr_stride] for dp (v, or do of key rows), and for key rows the
-   * queries' lse and delta padded to tr_stride with -inf and 0; made once
-   * per batch a call (tr_batch: which, -1 none yet), shared by its tiles */
+   * batch, padded to tr_len rows (whole blocks), transposed
+   * (transposed_at) for the scores (k, or q of key rows) and dp (v, or do
+   * of key rows), and for key rows the queries' lse and delta padded with
+   * -inf and 0; made once per batch a call (tr_batch: which, -1 none yet)
+   * and shared by its tiles */
   LLVMValueRef tr_s, tr_dp, tr_lse, tr_delta, tr_batch;
-  int64_t tr_stride;
+  int64_t tr_len;
 } AttKernel;
 
 /* Where the mask of row x (query rows: mrow, its mask_row) and the other
@@ -591,11 +604,11 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
     LLVMValueRef fresh = LLVMBuildICmp(b, LLVMIntEQ, get(a, c->tr_batch), batch, "");
     LLVMBasicBlockRef done = begin_unless(a, fresh);
     int64_t rows = c->query_rows ? c->s : t;
-    transpose_rows(a, c->query_rows ? kb : qb, rows, d, c->tr_s, c->tr_stride);
-    if (c->tr_dp) transpose_rows(a, c->query_rows ? vb : dob, rows, dv, c->tr_dp, c->tr_stride);
+    transpose_rows(a, c->query_rows ? kb : qb, rows, d, c->tr_s, c->tr_len);
+    if (c->tr_dp) transpose_rows(a, c->query_rows ? vb : dob, rows, dv, c->tr_dp, c->tr_len);
     if (c->tr_lse) {
       CpuLoop i;
-      cpu_loop_begin(gen, &i, i64c(a, 0), i64c(a, c->tr_stride));
+      cpu_loop_begin(gen, &i, i64c(a, 0), i64c(a, c->tr_len));
       LLVMValueRef query = LLVMBuildICmp(b, LLVMIntSLT, i.index, i64c(a, t), "");
       LLVMValueRef at = LLVMBuildSelect(b, query, i.index, i64c(a, 0), "");
       store_w(a, LLVMBuildSelect(b, query, load_w(a, lseb, at, 1), neg_inf, ""), c->tr_lse,
@@ -671,7 +684,7 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
      * over the whole block, which LLVM vectorizes: past the end is
      * hidden, a key row's padded lse is -inf there, and the mask is read
      * at the last entry in the span instead */
-    block_dots(a, own, n, d, c->tr_s, c->tr_stride, base, sblk);
+    block_dots(a, own, n, d, c->tr_s, base, sblk);
     CpuLoop e;
     cpu_loop_begin(gen, &e, i64c(a, 0), i64c(a, BLOCK));
     LLVMValueRef other = iadd(a, base, e.index);
@@ -762,7 +775,7 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
    * longer needed); a hidden or masked pair has p = 0 and so ds = 0 */
   bool ds = op == GRAPH_OP_ATTENTION_GRAD_Q || op == GRAPH_OP_ATTENTION_GRAD_K;
   LLVMValueRef *dsblk = sblk;
-  if (c->tr_dp) block_dots(a, own_dv, n, dv, c->tr_dp, c->tr_stride, base, dsblk); /* dp */
+  if (c->tr_dp) block_dots(a, own_dv, n, dv, c->tr_dp, base, dsblk); /* dp */
   if (op != GRAPH_OP_ATTENTION_GRAD_V) {
     /* block_dots' dp: over the whole block, which LLVM vectorizes (p = 0
      * past the end, and dp there is finite: rows of the transposed side or
@@ -873,18 +886,18 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
     }
   }
   c.scale = real(&a, n->attrs.scale);
-  /* block_dots on a vector target, when the transposed rows fit: their
-   * stride is the other side's length in whole blocks */
+  /* block_dots on a vector target, when the transposed rows fit, padded
+   * to whole blocks */
   int64_t other_len = c.query_rows ? c.s : c.t;
-  c.tr_stride = (other_len + BLOCK - 1) / BLOCK * BLOCK;
+  c.tr_len = (other_len + BLOCK - 1) / BLOCK * BLOCK;
   bool with_dp = op == GRAPH_OP_ATTENTION_GRAD_Q || op == GRAPH_OP_ATTENTION_GRAD_K;
-  int64_t tr_bytes = (c.d + (with_dp ? c.dv : 0)) * c.tr_stride * (bits / 8);
+  int64_t tr_bytes = (c.d + (with_dp ? c.dv : 0)) * c.tr_len * (bits / 8);
   if (a.width > 1 && tr_bytes <= TRANSPOSED_MAX_BYTES) {
-    c.tr_s = tr_array(&a, c.d * c.tr_stride);
-    c.tr_dp = with_dp ? tr_array(&a, c.dv * c.tr_stride) : NULL;
+    c.tr_s = tr_array(&a, c.d * c.tr_len);
+    c.tr_dp = with_dp ? tr_array(&a, c.dv * c.tr_len) : NULL;
     c.tr_batch = slot(&a, gen->i64, i64c(&a, -1));
-    c.tr_lse = c.query_rows ? NULL : tr_array(&a, c.tr_stride);
-    c.tr_delta = c.query_rows || !with_dp ? NULL : tr_array(&a, c.tr_stride);
+    c.tr_lse = c.query_rows ? NULL : tr_array(&a, c.tr_len);
+    c.tr_delta = c.query_rows || !with_dp ? NULL : tr_array(&a, c.tr_len);
   }
 
   /* Rows in tiles of TILE while a whole tile fits in the range and in its
