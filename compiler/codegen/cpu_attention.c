@@ -480,20 +480,22 @@ static void transpose_rows(Att *a, LLVMValueRef src, int64_t rows, int64_t len, 
  * tr (transposed_at), for r < n: per element of the head, one vector of the
  * block's columns against the rows' element broadcast, a fused
  * multiply-add a lane, instead of dot_rows' lane sum and scalar work per
- * pair. Where a block is one vector, the even and the odd elements of the
- * head go to two sums added at the end: TILE rows' chains alone left half
- * of a core's two fused multiply-adds a cycle idle (4-cycle latency).
+ * pair. Where a block is one vector (AVX-512, f32), the head's elements go
+ * in turn to four sums added at the end: TILE rows' chains alone left half
+ * of a core's two fused multiply-adds a cycle idle (4-cycle latency), and
+ * 16 chains measured a little faster than 8 (AVX2's 16 registers would
+ * not hold them).
  * A row's sums do not depend on n, so neither does its result on the
  * tiling or the thread count. */
 static void block_dots(Att *a, LLVMValueRef *xs, int n, int64_t len, LLVMValueRef tr,
                        LLVMValueRef at, LLVMValueRef *out) {
-  int w = a->width, nv = BLOCK / w, parts = nv == 1 ? 2 : 1;
+  int w = a->width, nv = BLOCK / w, parts = nv == 1 ? 4 : 1;
   LLVMTypeRef vt = lanes_type(a, w);
-  LLVMValueRef acc[2][TILE][BLOCK];
+  LLVMValueRef acc[4][TILE][BLOCK]; /* [part][row][vector] */
   for (int p = 0; p < parts; p++)
     for (int r = 0; r < n; r++)
       for (int k = 0; k < nv; k++) acc[p][r][k] = slot(a, vt, LLVMConstNull(vt));
-  /* parts consecutive elements a step, then the odd one left into part 0 */
+  /* parts consecutive elements a step, then the ones left into part 0 */
   for (int pass = 0; pass < 2; pass++) {
     int64_t from = pass ? len / parts * parts : 0, to = pass ? len : len / parts;
     if (from >= to) continue;
@@ -514,7 +516,7 @@ static void block_dots(Att *a, LLVMValueRef *xs, int n, int64_t len, LLVMValueRe
   for (int r = 0; r < n; r++)
     for (int k = 0; k < nv; k++) {
       LLVMValueRef sum = get(a, acc[0][r][k]);
-      if (parts == 2) sum = LLVMBuildFAdd(a->b, sum, get(a, acc[1][r][k]), "");
+      for (int p = 1; p < parts; p++) sum = LLVMBuildFAdd(a->b, sum, get(a, acc[p][r][k]), "");
       store_w(a, sum, out[r], i64c(a, k * w), w);
     }
 }
