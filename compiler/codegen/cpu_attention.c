@@ -18,8 +18,14 @@
  * that see their key (i >= j when causal); rows with lse = -inf contribute
  * nothing. When kernel formation paired a grad_v with a grad_k (Kernel.also),
  * the grad_k kernel accumulates dv = sum_i p_ij do_i from the same p and
- * do rows as well. Dot products and the accumulations run over the head size in
- * vectors of the target's width (one lane on the GPU), the tail in scalars. */
+ * do rows as well.
+ *
+ * A block's scores (and the backward's dp) are a small matrix product over
+ * the other side's rows transposed once per batch (block_dots), keys or
+ * queries as lanes; past a stack limit and on the GPU they are one dot
+ * product per pair (dot_rows). Dot products and the accumulations run over
+ * the head size in vectors of the target's width (one lane on the GPU),
+ * the tail in scalars. */
 #include <math.h>
 
 #include "cpu_internal.h"
