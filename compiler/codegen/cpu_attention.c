@@ -531,10 +531,6 @@ static void block_dots(Att *a, LLVMValueRef *xs, int n, int64_t len, LLVMValueRe
  * it (very long keys or heads) the kernel keeps dot_rows. */
 #define TRANSPOSED_MAX_BYTES (512 * 1024)
 
-static bool forward_op(GraphOp op) {
-  return op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_LSE;
-}
-
 /* A stack array of len elements, aligned for whole vectors. */
 static LLVMValueRef tr_array(Att *a, int64_t len) {
   LLVMValueRef arr = cpu_entry_alloca(a->gen, LLVMArrayType(a->t, (unsigned)len), "transposed");
@@ -593,7 +589,7 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
   CpuGen *gen = a->gen;
   LLVMBuilderRef b = a->b;
   GraphOp op = c->op;
-  bool forward = forward_op(op);
+  bool forward = op == GRAPH_OP_ATTENTION || op == GRAPH_OP_ATTENTION_LSE;
   bool grad_kv = op == GRAPH_OP_ATTENTION_GRAD_K && c->also_out;
   int64_t t = c->t, d = c->d, dv = c->dv;
   LLVMValueRef neg_inf = real(a, -INFINITY), zero = real(a, 0.0);
