@@ -18,8 +18,14 @@
  * that see their key (i >= j when causal); rows with lse = -inf contribute
  * nothing. When kernel formation paired a grad_v with a grad_k (Kernel.also),
  * the grad_k kernel accumulates dv = sum_i p_ij do_i from the same p and
- * do rows as well. Dot products and the accumulations run over the head size in
- * vectors of the target's width (one lane on the GPU), the tail in scalars. */
+ * do rows as well.
+ *
+ * A block's scores (and the backward's dp) are a small matrix product over
+ * the other side's rows transposed once per batch (block_dots), keys or
+ * queries as lanes; past a stack limit and on the GPU they are one dot
+ * product per pair (dot_rows). Dot products and the accumulations run over
+ * the head size in vectors of the target's width (one lane on the GPU),
+ * the tail in scalars. */
 #include <math.h>
 
 #include "cpu_internal.h"
@@ -400,6 +406,138 @@ static LLVMValueRef block_max(Att *a, LLVMValueRef s) {
              : m;
 }
 
+/* v[0..n) (n vectors of n lanes, n a power of two) transposed in place:
+ * one stage per bit of the index swaps that bit of the row with the same
+ * bit of the lane, one shuffle a row a stage. */
+static void transpose_square(Att *a, LLVMValueRef *v, int n) {
+  for (int bit = 1; bit < n; bit *= 2) {
+    LLVMValueRef low[32], high[32];
+    for (int l = 0; l < n; l++) {
+      low[l] = cpu_i32(a->gen, l & bit ? n + l - bit : l);
+      high[l] = cpu_i32(a->gen, l & bit ? n + l : l + bit);
+    }
+    for (int r = 0; r < n; r++) {
+      if (r & bit) continue;
+      LLVMValueRef x = v[r], y = v[r + bit];
+      v[r] = LLVMBuildShuffleVector(a->b, x, y, LLVMConstVector(low, (unsigned)n), "");
+      v[r + bit] = LLVMBuildShuffleVector(a->b, x, y, LLVMConstVector(high, (unsigned)n), "");
+    }
+  }
+}
+
+/* Where block_dots' operand holds element h of the other side's row u:
+ * blocks of BLOCK rows one after the other, each its len elements' rows of
+ * BLOCK lanes, so that a block's loads stream through consecutive lines
+ * (rows of the whole side's length apart, gpt-small's two transposed sides
+ * took more than the L1 cache's sets and ways). */
+static LLVMValueRef transposed_at(Att *a, LLVMValueRef u, LLVMValueRef h, int64_t len) {
+  LLVMValueRef block = LLVMBuildUDiv(a->b, u, i64c(a, BLOCK), "");
+  LLVMValueRef lane = LLVMBuildURem(a->b, u, i64c(a, BLOCK), "");
+  return iadd(a, iadd(a, imul(a, block, len * BLOCK), imul(a, h, BLOCK)), lane);
+}
+
+/* dst at transposed_at(u, h) = src[u len + h] for u < rows, h < len, and 0
+ * for u in [rows, padded): `rows` rows of `len` elements transposed,
+ * squares of a->width x a->width through shuffles, the edges one element at
+ * a time. */
+static void transpose_rows(Att *a, LLVMValueRef src, int64_t rows, int64_t len, LLVMValueRef dst,
+                           int64_t padded) {
+  int w = a->width;
+  int64_t row_squares = rows / w, len_squares = len / w;
+  if (row_squares > 0 && len_squares > 0) {
+    CpuLoop u, h;
+    cpu_loop_begin(a->gen, &u, i64c(a, 0), i64c(a, row_squares));
+    LLVMValueRef u0 = imul(a, u.index, w);
+    cpu_loop_begin(a->gen, &h, i64c(a, 0), i64c(a, len_squares));
+    LLVMValueRef h0 = imul(a, h.index, w), v[32];
+    for (int r = 0; r < w; r++)
+      v[r] = load_w(a, src, iadd(a, imul(a, iadd(a, u0, i64c(a, r)), len), h0), w);
+    transpose_square(a, v, w);
+    for (int r = 0; r < w; r++)
+      store_w(a, v[r], dst, transposed_at(a, u0, iadd(a, h0, i64c(a, r)), len), w);
+    cpu_loop_end(a->gen, &h);
+    cpu_loop_end(a->gen, &u);
+  }
+  /* the elements past the squares: the rows' last columns, then the last
+   * rows and the zero padding */
+  for (int edge = 0; edge < 2; edge++) {
+    int64_t u_from = edge ? row_squares * w : 0, u_to = edge ? padded : row_squares * w;
+    int64_t h_from = edge ? 0 : len_squares * w;
+    if (u_from >= u_to || h_from >= len) continue;
+    CpuLoop u, h;
+    cpu_loop_begin(a->gen, &u, i64c(a, u_from), i64c(a, u_to));
+    cpu_loop_begin(a->gen, &h, i64c(a, h_from), i64c(a, len));
+    LLVMValueRef at = transposed_at(a, u.index, h.index, len), x = real(a, 0.0);
+    if (u_from < rows) {
+      /* a row past `rows` reads row 0 and stores 0 */
+      LLVMValueRef real_row = LLVMBuildICmp(a->b, LLVMIntSLT, u.index, i64c(a, rows), "");
+      LLVMValueRef from = LLVMBuildSelect(a->b, real_row, u.index, i64c(a, 0), "");
+      LLVMValueRef value = load_w(a, src, iadd(a, imul(a, from, len), h.index), 1);
+      x = LLVMBuildSelect(a->b, real_row, value, x, "");
+    }
+    store_w(a, x, dst, at, 1);
+    cpu_loop_end(a->gen, &h);
+    cpu_loop_end(a->gen, &u);
+  }
+}
+
+/* out[r][0..BLOCK) = the dot products of xs[r][0..len) with the other
+ * side's rows at .. at + BLOCK - 1 (at a whole block) as transposed into
+ * tr (transposed_at), for r < n: per element of the head, one vector of the
+ * block's columns against the rows' element broadcast, a fused
+ * multiply-add a lane, instead of dot_rows' lane sum and scalar work per
+ * pair. Where a block is one vector (AVX-512, f32), the head's elements go
+ * in turn to four sums added at the end: TILE rows' chains alone left half
+ * of a core's two fused multiply-adds a cycle idle (4-cycle latency), and
+ * 16 chains measured a little faster than 8 (AVX2's 16 registers would
+ * not hold them).
+ * A row's sums do not depend on n, so neither does its result on the
+ * tiling or the thread count. */
+static void block_dots(Att *a, LLVMValueRef *xs, int n, int64_t len, LLVMValueRef tr,
+                       LLVMValueRef at, LLVMValueRef *out) {
+  int w = a->width, nv = BLOCK / w, parts = nv == 1 ? 4 : 1;
+  LLVMTypeRef vt = lanes_type(a, w);
+  LLVMValueRef acc[4][TILE][BLOCK]; /* [part][row][vector] */
+  for (int p = 0; p < parts; p++)
+    for (int r = 0; r < n; r++)
+      for (int k = 0; k < nv; k++) acc[p][r][k] = slot(a, vt, LLVMConstNull(vt));
+  /* parts consecutive elements a step, then the ones left into part 0 */
+  for (int pass = 0; pass < 2; pass++) {
+    int64_t from = pass ? len / parts * parts : 0, to = pass ? len : len / parts;
+    if (from >= to) continue;
+    CpuLoop h;
+    cpu_loop_begin(a->gen, &h, i64c(a, from), i64c(a, to));
+    for (int p = 0; p < (pass ? 1 : parts); p++) {
+      LLVMValueRef e = pass ? h.index : iadd(a, imul(a, h.index, parts), i64c(a, p));
+      LLVMValueRef col = iadd(a, imul(a, at, len), imul(a, e, BLOCK)), tv[BLOCK];
+      for (int k = 0; k < nv; k++) tv[k] = load_w(a, tr, iadd(a, col, i64c(a, k * w)), w);
+      for (int r = 0; r < n; r++) {
+        LLVMValueRef x = splat_w(a, load_w(a, xs[r], e, 1), w);
+        for (int k = 0; k < nv; k++)
+          LLVMBuildStore(a->b, fmuladd(a, x, tv[k], get(a, acc[p][r][k])), acc[p][r][k]);
+      }
+    }
+    cpu_loop_end(a->gen, &h);
+  }
+  for (int r = 0; r < n; r++)
+    for (int k = 0; k < nv; k++) {
+      LLVMValueRef sum = get(a, acc[0][r][k]);
+      for (int p = 1; p < parts; p++) sum = LLVMBuildFAdd(a->b, sum, get(a, acc[p][r][k]), "");
+      store_w(a, sum, out[r], i64c(a, k * w), w);
+    }
+}
+
+/* The most stack the transposed other side of block_dots may take; past
+ * it (very long keys or heads) the kernel keeps dot_rows. */
+#define TRANSPOSED_MAX_BYTES (512 * 1024)
+
+/* A stack array of len elements, aligned for whole vectors. */
+static LLVMValueRef tr_array(Att *a, int64_t len) {
+  LLVMValueRef arr = cpu_entry_alloca(a->gen, LLVMArrayType(a->t, (unsigned)len), "transposed");
+  LLVMSetAlignment(arr, 64);
+  return LLVMBuildBitCast(a->b, arr, LLVMPointerType(a->t, 0), "");
+}
+
 /* What every tile of a kernel shares: its op, sizes and typed arguments. */
 typedef struct AttKernel {
   GraphOp op;
@@ -409,7 +547,24 @@ typedef struct AttKernel {
   LLVMValueRef also_out; /* Kernel.also's output, or NULL: attention's lse, grad_k's dv */
   MaskMap mask;
   LLVMValueRef scale;
+  /* block_dots' operands, or NULL (dot_rows): the other side's rows of one
+   * batch, padded to tr_len rows (whole blocks), transposed
+   * (transposed_at) for the scores (k, or q of key rows) and dp (v, or do
+   * of key rows), and for key rows the queries' lse and delta padded with
+   * -inf and 0; made once per batch a call (tr_batch: which, -1 none yet)
+   * and shared by its tiles */
+  LLVMValueRef tr_s, tr_dp, tr_lse, tr_delta, tr_batch;
+  int64_t tr_len;
 } AttKernel;
+
+/* Where the mask of row x (query rows: mrow, its mask_row) and the other
+ * side's `other` is read. */
+static LLVMValueRef mask_at(Att *a, const AttKernel *c, LLVMValueRef batch, LLVMValueRef mrow,
+                            LLVMValueRef x, LLVMValueRef other) {
+  int64_t last_stride = c->mask.stride[c->mask.rank - 1];
+  return c->query_rows ? iadd(a, mrow, imul(a, other, last_stride))
+                       : iadd(a, mask_row(a, &c->mask, batch, other), imul(a, x, last_stride));
+}
 
 /* In a causal tile of rows x0 .. x0 + n - 1, row r does not see the other
  * side's x0 + u for u > r (query rows) or u < r (key rows): where such a
@@ -446,6 +601,30 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
   LLVMValueRef dob = c->d_o ? cpu_element(gen, a->t, c->d_o, imul(a, batch, t * dv)) : NULL;
   LLVMValueRef lseb = c->lse ? cpu_element(gen, a->t, c->lse, imul(a, batch, t)) : NULL;
   LLVMValueRef deltab = c->delta ? cpu_element(gen, a->t, c->delta, imul(a, batch, t)) : NULL;
+
+  /* the other side of this batch transposed for block_dots, unless the
+   * previous tile of the call did it */
+  if (c->tr_s) {
+    LLVMValueRef fresh = LLVMBuildICmp(b, LLVMIntEQ, get(a, c->tr_batch), batch, "");
+    LLVMBasicBlockRef done = begin_unless(a, fresh);
+    int64_t rows = c->query_rows ? c->s : t;
+    transpose_rows(a, c->query_rows ? kb : qb, rows, d, c->tr_s, c->tr_len);
+    if (c->tr_dp) transpose_rows(a, c->query_rows ? vb : dob, rows, dv, c->tr_dp, c->tr_len);
+    if (c->tr_lse) {
+      CpuLoop i;
+      cpu_loop_begin(gen, &i, i64c(a, 0), i64c(a, c->tr_len));
+      LLVMValueRef query = LLVMBuildICmp(b, LLVMIntSLT, i.index, i64c(a, t), "");
+      LLVMValueRef at = LLVMBuildSelect(b, query, i.index, i64c(a, 0), "");
+      store_w(a, LLVMBuildSelect(b, query, load_w(a, lseb, at, 1), neg_inf, ""), c->tr_lse,
+              i.index, 1);
+      if (c->tr_delta)
+        store_w(a, LLVMBuildSelect(b, query, load_w(a, deltab, at, 1), zero, ""), c->tr_delta,
+                i.index, 1);
+      cpu_loop_end(gen, &i);
+    }
+    LLVMBuildStore(b, batch, c->tr_batch);
+    end_unless(a, done);
+  }
 
   /* Per row r: x = x0 + r, its accumulator, scores, probabilities, the
    * running max and sum (forward), its lse and delta (grad_q) and rows. */
@@ -484,8 +663,12 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
 
   /* The other index runs over [first, last): keys 0 .. (causal ? x0 + n : S)
    * of query rows, or queries (causal ? x0 : 0) .. T of key rows; a pair
-   * (i, j) with j > i inside that span is hidden per row. */
-  LLVMValueRef first = c->query_rows || !c->causal ? i64c(a, 0) : x0;
+   * (i, j) with j > i inside that span is hidden per row. With block_dots
+   * key rows start at x0 rounded down to a whole block, so that its loads
+   * of a block's columns stay within cache lines. */
+  LLVMValueRef first = c->query_rows || !c->causal ? i64c(a, 0)
+                       : c->tr_s ? imul(a, LLVMBuildUDiv(b, x0, i64c(a, BLOCK), ""), BLOCK)
+                                 : x0;
   LLVMValueRef last = !c->query_rows ? i64c(a, t)
                       : c->causal    ? iadd(a, x0, i64c(a, n))
                                      : i64c(a, c->s);
@@ -500,45 +683,73 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
 
   /* 1. the block's scores; -inf where masked, hidden, past the end, or
    * for a query whose row is fully masked (lse = -inf, its p taken as 0) */
-  CpuLoop e;
-  cpu_loop_begin(gen, &e, i64c(a, 0), i64c(a, BLOCK));
-  for (int r = 0; r < n; r++) store_w(a, neg_inf, sblk[r], e.index, 1);
-  if (lblk) store_w(a, zero, lblk, e.index, 1);
-  LLVMBasicBlockRef skip_out = begin_unless(a, LLVMBuildICmp(b, LLVMIntSGE, e.index, count, ""));
-  LLVMValueRef other = iadd(a, base, e.index); /* j of query rows, i of key rows */
-  LLVMBasicBlockRef skip_row = NULL;
-  LLVMValueRef lo = NULL;
-  if (lblk) {
-    lo = load_w(a, lseb, other, 1);
-    skip_row = begin_unless(a, is_neg_inf(a, lo));
-  }
-  LLVMValueRef shared = cpu_element(gen, a->t, c->query_rows ? kb : qb, imul(a, other, d));
-  LLVMValueRef sc[TILE];
-  dot_rows(a, own, shared, n, d, sc);
-  for (int r = 0; r < n; r++) {
-    LLVMValueRef v = LLVMBuildFMul(b, c->scale, sc[r], "");
-    if (c->mask.data) {
-      LLVMValueRef at = c->query_rows
-                            ? iadd(a, mrow[r], imul(a, other, c->mask.stride[c->mask.rank - 1]))
-                            : iadd(a, mask_row(a, &c->mask, batch, other),
-                                   imul(a, xr[r], c->mask.stride[c->mask.rank - 1]));
-      v = LLVMBuildFAdd(b, v, load_w(a, c->mask.data, at, 1), "");
+  if (c->tr_s) {
+    /* block_dots into the scores' arrays, then the rest without branches
+     * over the whole block, which LLVM vectorizes: past the end is
+     * hidden, a key row's padded lse is -inf there, and the mask is read
+     * at the last entry in the span instead */
+    block_dots(a, own, n, d, c->tr_s, base, sblk);
+    CpuLoop e;
+    cpu_loop_begin(gen, &e, i64c(a, 0), i64c(a, BLOCK));
+    LLVMValueRef other = iadd(a, base, e.index);
+    LLVMValueRef lo = lblk ? load_w(a, c->tr_lse, other, 1) : NULL;
+    LLVMValueRef hidden =
+        lblk ? is_neg_inf(a, lo) : LLVMBuildICmp(b, LLVMIntSGE, e.index, count, "");
+    LLVMValueRef in_span = min_i64(a, other, LLVMBuildSub(b, last, i64c(a, 1), ""));
+    for (int r = 0; r < n; r++) {
+      LLVMValueRef v = LLVMBuildFMul(b, c->scale, load_w(a, sblk[r], e.index, 1), "");
+      if (c->mask.data) {
+        LLVMValueRef at = mask_at(a, c, batch, mrow[r], xr[r], in_span);
+        v = LLVMBuildFAdd(b, v, load_w(a, c->mask.data, at, 1), "");
+      }
+      v = LLVMBuildSelect(b, hidden, neg_inf, v, "");
+      if (dead[r]) v = LLVMBuildSelect(b, dead[r], neg_inf, v, "");
+      if (c->causal) { /* a compare per lane, cheaper than hide_past_diagonal's branches */
+        LLVMIntPredicate past = c->query_rows ? LLVMIntSGT : LLVMIntSLT;
+        v = LLVMBuildSelect(b, LLVMBuildICmp(b, past, other, xr[r], ""), neg_inf, v, "");
+      }
+      store_w(a, v, sblk[r], e.index, 1);
     }
-    if (dead[r]) v = LLVMBuildSelect(b, dead[r], neg_inf, v, "");
-    if (forward && c->causal && n > 1) /* the online max needs it now */
-      v = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, other, xr[r], ""), neg_inf, v, "");
-    store_w(a, v, sblk[r], e.index, 1);
-    if (forward) LLVMBuildStore(b, max_t(a, v, get(a, bm[r])), bm[r]);
+    if (lblk) store_w(a, LLVMBuildSelect(b, hidden, zero, lo, ""), lblk, e.index, 1);
+    cpu_loop_end(gen, &e);
+  } else {
+    CpuLoop e;
+    cpu_loop_begin(gen, &e, i64c(a, 0), i64c(a, BLOCK));
+    for (int r = 0; r < n; r++) store_w(a, neg_inf, sblk[r], e.index, 1);
+    if (lblk) store_w(a, zero, lblk, e.index, 1);
+    LLVMBasicBlockRef skip_out = begin_unless(a, LLVMBuildICmp(b, LLVMIntSGE, e.index, count, ""));
+    LLVMValueRef other = iadd(a, base, e.index); /* j of query rows, i of key rows */
+    LLVMBasicBlockRef skip_row = NULL;
+    LLVMValueRef lo = NULL;
+    if (lblk) {
+      lo = load_w(a, lseb, other, 1);
+      skip_row = begin_unless(a, is_neg_inf(a, lo));
+    }
+    LLVMValueRef sc[TILE];
+    dot_rows(a, own, cpu_element(gen, a->t, c->query_rows ? kb : qb, imul(a, other, d)), n, d, sc);
+    for (int r = 0; r < n; r++) {
+      LLVMValueRef v = LLVMBuildFMul(b, c->scale, sc[r], "");
+      if (c->mask.data) {
+        LLVMValueRef at = mask_at(a, c, batch, mrow[r], xr[r], other);
+        v = LLVMBuildFAdd(b, v, load_w(a, c->mask.data, at, 1), "");
+      }
+      if (dead[r]) v = LLVMBuildSelect(b, dead[r], neg_inf, v, "");
+      if (forward && c->causal && n > 1) /* the online max needs it now */
+        v = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, other, xr[r], ""), neg_inf, v, "");
+      store_w(a, v, sblk[r], e.index, 1);
+      if (forward) LLVMBuildStore(b, max_t(a, v, get(a, bm[r])), bm[r]);
+    }
+    if (lblk) store_w(a, lo, lblk, e.index, 1);
+    if (skip_row) end_unless(a, skip_row);
+    end_unless(a, skip_out);
+    cpu_loop_end(gen, &e);
   }
-  if (lblk) store_w(a, lo, lblk, e.index, 1);
-  if (skip_row) end_unless(a, skip_row);
-  end_unless(a, skip_out);
-  cpu_loop_end(gen, &e);
-  /* the backward's pairs of a causal tile past its diagonal, then each
-   * row's max; the forward's max was taken in the loop (after the loop, its
-   * latency comes before the rescaling: 1.70 -> 1.80 ms a call) */
-  if (!forward) {
-    if (c->causal && n > 1) hide_past_diagonal(a, c, sblk, x0, base, count, n);
+  /* dot_rows' backward hides the pairs of a causal tile past its diagonal
+   * here (block_dots did in its loop), then each row's max; dot_rows'
+   * forward took both in the loop (its max after the loop put the max's
+   * latency before the rescaling: 1.70 -> 1.80 ms a call) */
+  if (!forward || c->tr_s) {
+    if (c->causal && n > 1 && !c->tr_s) hide_past_diagonal(a, c, sblk, x0, base, count, n);
     for (int r = 0; r < n; r++) LLVMBuildStore(b, block_max(a, sblk[r]), bm[r]);
   }
 
@@ -568,9 +779,13 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
    * longer needed); a hidden or masked pair has p = 0 and so ds = 0 */
   bool ds = op == GRAPH_OP_ATTENTION_GRAD_Q || op == GRAPH_OP_ATTENTION_GRAD_K;
   LLVMValueRef *dsblk = sblk;
+  if (c->tr_dp) block_dots(a, own_dv, n, dv, c->tr_dp, base, dsblk); /* dp */
   if (op != GRAPH_OP_ATTENTION_GRAD_V) {
+    /* block_dots' dp: over the whole block, which LLVM vectorizes (p = 0
+     * past the end, and dp there is finite: rows of the transposed side or
+     * its zero padding) */
     CpuLoop u;
-    cpu_loop_begin(gen, &u, i64c(a, 0), count);
+    cpu_loop_begin(gen, &u, i64c(a, 0), c->tr_dp ? i64c(a, BLOCK) : count);
     LLVMValueRef at = iadd(a, base, u.index);
     LLVMValueRef p[TILE];
     for (int r = 0; r < n; r++) p[r] = load_w(a, pblk[r], u.index, 1);
@@ -580,9 +795,13 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
         axpy_rows(a, acc, p, n, dv, cpu_element(gen, a->t, vb, imul(a, at, dv)));
     } else {
       LLVMValueRef dp[TILE];
-      LLVMValueRef with = cpu_element(gen, a->t, c->query_rows ? vb : dob, imul(a, at, dv));
-      dot_rows(a, own_dv, with, n, dv, dp);
-      LLVMValueRef dd = c->query_rows ? NULL : load_w(a, deltab, at, 1);
+      if (c->tr_dp)
+        for (int r = 0; r < n; r++) dp[r] = load_w(a, dsblk[r], u.index, 1);
+      else
+        dot_rows(a, own_dv, cpu_element(gen, a->t, c->query_rows ? vb : dob, imul(a, at, dv)), n,
+                 dv, dp);
+      LLVMValueRef dd =
+          c->query_rows ? NULL : load_w(a, c->tr_delta ? c->tr_delta : deltab, at, 1);
       for (int r = 0; r < n; r++) {
         LLVMValueRef diff = LLVMBuildFSub(b, dp[r], c->query_rows ? di[r] : dd, "");
         store_w(a, LLVMBuildFMul(b, c->scale, LLVMBuildFMul(b, p[r], diff, ""), ""), dsblk[r],
@@ -671,6 +890,19 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
     }
   }
   c.scale = real(&a, n->attrs.scale);
+  /* block_dots on a vector target, when the transposed rows fit, padded
+   * to whole blocks */
+  int64_t other_len = c.query_rows ? c.s : c.t;
+  c.tr_len = (other_len + BLOCK - 1) / BLOCK * BLOCK;
+  bool with_dp = op == GRAPH_OP_ATTENTION_GRAD_Q || op == GRAPH_OP_ATTENTION_GRAD_K;
+  int64_t tr_bytes = (c.d + (with_dp ? c.dv : 0)) * c.tr_len * (bits / 8);
+  if (a.width > 1 && tr_bytes <= TRANSPOSED_MAX_BYTES) {
+    c.tr_s = tr_array(&a, c.d * c.tr_len);
+    c.tr_dp = with_dp ? tr_array(&a, c.dv * c.tr_len) : NULL;
+    c.tr_batch = slot(&a, gen->i64, i64c(&a, -1));
+    c.tr_lse = c.query_rows ? NULL : tr_array(&a, c.tr_len);
+    c.tr_delta = c.query_rows || !with_dp ? NULL : tr_array(&a, c.tr_len);
+  }
 
   /* Rows in tiles of TILE while a whole tile fits in the range and in its
    * batch, the rest one by one. */

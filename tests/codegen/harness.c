@@ -314,6 +314,31 @@ static bool same(const char *name, const char *what, const Planned *p, const Gra
   return ok;
 }
 
+/* The outputs of arena's run (with the pool) against a run without it on
+ * the same leaves, bit for bit. */
+static bool same_without_pool(const char *name, const Planned *p, const Graph *g,
+                              const Loaded *loaded, const tfm_arena *arena, EvalValues *ref,
+                              GraphId step) {
+  tfm_arena serial = {0};
+  bool ok = CG_CHECK(tfm_arena_create(&serial, (size_t)p->plan->persistent_bytes,
+                                      (size_t)p->plan->scratch_bytes) == TFM_OK) &&
+            copy_leaves_in(p, g, &serial, ref);
+  if (ok && step != GRAPH_NONE)
+    *(int32_t *)address(p, &serial, step) = *(const int32_t *)address(p, arena, step);
+  if (ok)
+    loaded->run(serial.persistent, serial.scratch, NULL);
+  for (int i = 0; ok && i < graph_num_outputs(g); i++) {
+    GraphId id = graph_output_at(g, i).node;
+    size_t bytes = (size_t)buffer_of(p, id)->bytes;
+    ok = memcmp(address(p, arena, id), address(p, &serial, id), bytes) == 0;
+    if (!ok)
+      fprintf(stderr, "%s: %s differs between the thread pool and no pool\n", name,
+              graph_output_at(g, i).name);
+  }
+  tfm_arena_destroy(&serial);
+  return ok;
+}
+
 bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOptions *options) {
   int failures_before = cg_failures;
   char err[512];
@@ -365,7 +390,8 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
     }
     eval_run(ref);
     loaded.run(arena.persistent, arena.scratch, pool);
-    bool ok = true;
+    bool ok = s > 1 || !options->same_serial || !pool ||
+              same_without_pool(name, &planned, g, &loaded, &arena, ref, step);
     for (int i = 0; ok && i < graph_num_outputs(g); i++)
       ok = same(name, graph_output_at(g, i).name, &planned, g, &arena, ref,
                 graph_output_at(g, i).node, options, &worst, &rounded);

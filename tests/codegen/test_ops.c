@@ -505,20 +505,26 @@ static void attention_case(const char *name, GraphDtype dt, GraphShape batch, in
   for (int i = 0; i < 3; i++)
     if (att_grads & (1u << i))
       graph_output(g, names[i], graph_add_node(g, grads[i], grad_in, att_mask_id < 0 ? 6 : 7, &at));
-  if (dt == GRAPH_F64) {
-    cg_check_graph(name, g, fill_attention_mask); /* elementwise, 1e-5 */
-    return;
-  }
-  /* f32: the online softmax and the vector sums round differently from the
-   * evaluator's row-at-a-time loops; each tensor is compared in the 2-norm. */
   if (!CG_CHECK(graph_error(g) == NULL)) {
     fprintf(stderr, "%s: %s\n", name, graph_error(g));
     graph_free(g);
     return;
   }
-  EvalValues *ref = cg_reference(g, GRAPH_F32, 7);
+  /* f64 elementwise; f32: the online softmax and the vector sums round
+   * differently from the evaluator's row-at-a-time loops, so each tensor
+   * is compared in the 2-norm. Two threads split rows elsewhere than
+   * tiles of 4 do without them (odd T), which must not change a bit. */
+  EvalValues *ref = cg_reference(g, dt, dt == GRAPH_F64 ? 12345 : 7);
   fill_attention_mask(g, ref);
-  cg_run(name, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 1e-5, .norm = true});
+  CgRunOptions options = {.steps = 1, .tolerance = 1e-5, .norm = dt != GRAPH_F64,
+                          .same_serial = true};
+  cg_run(name, g, ref, &options);
+  /* and for AVX2 (vectors of 8 floats or 4 doubles, so block_dots' blocks
+   * are 2 or 4 vectors), which an AVX-512 host would not otherwise test */
+  char label[200];
+  snprintf(label, sizeof label, "%s x86-64-v3", name);
+  options.cpu = "x86-64-v3";
+  cg_run(label, g, ref, &options);
   eval_free(ref);
   graph_free(g);
 }
@@ -549,6 +555,22 @@ static void attention(void) {
                  MASK_ROW, false);
   attention_case("attention causal + padding f64", GRAPH_F64, SHAPE(2, 3), 9, 9, 17, 4,
                  MASK_KEYS, true);
+  /* 2100 keys: k (and v) transposed, d (+ dv) x 2112 elements, past
+   * block_dots' 512 KiB of stack keep dot_rows: grad_q in both cases, the
+   * forward with the f32 case's longer heads; grad_k (3 queries) takes
+   * block_dots */
+  attention_case("attention 2100 keys, dot_rows f64", GRAPH_F64, SHAPE(2), 3, 2100, 20, 12,
+                 MASK_KEYS, false);
+  attention_case("attention 2100 keys, dot_rows f32", GRAPH_F32, SHAPE(2), 3, 2100, 70, 24,
+                 MASK_NONE, false);
+  /* tiles of 4 rows and single rows (odd T), odd head sizes, a last
+   * block past the end of the other side; 3 x 21 rows split by two
+   * threads at row 32, batch 1's row 11, off the tiles of 4 a thread
+   * alone makes there */
+  attention_case("attention causal, odd sizes f64", GRAPH_F64, SHAPE(3), 21, 21, 9, 13,
+                 MASK_ROW, true);
+  attention_case("attention causal, odd sizes f32", GRAPH_F32, SHAPE(3), 21, 21, 19, 13,
+                 MASK_ROW, true);
 }
 
 int main(void) {
