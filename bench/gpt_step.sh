@@ -19,14 +19,23 @@ corpus=$work/corpus.txt
 # Any text works: the step time does not depend on the data.
 for i in $(seq 200); do cat "$root/README.md"; done > "$corpus"
 "$tfmc" build "$root/models/gpt.tfm" -o "$work/gpt" -v
-# Per-step time: (time of 3 + N steps - time of 3 steps) / N, so start-up,
-# initialisation and the first steps' warm-up cancel out.
-steps_time() {
-  local n=$1 start end
-  start=$(date +%s.%N)
-  OPENBLAS_NUM_THREADS=2 "$work/gpt" train --data "$corpus" --steps "$n" --log-every 100000 > /dev/null
-  end=$(date +%s.%N)
-  awk -v a="$start" -v b="$end" 'BEGIN { print b - a }'
+# Per-step time measured as the peer measures its own: 3 warm-up steps, then
+# the median of the next 10 steps' times, each the time between two progress
+# lines (--log-every 1 flushes one line per step). A difference of two whole
+# runs (13 steps - 3 steps) also carried start-up's noise (reading the corpus,
+# initialising), which once made a round's step 0.043 s.
+step_median() {
+  "$work/gpt" train --data "$corpus" --steps 13 --log-every 1 | {
+    local line stamps=()
+    # Only the time is taken while the binary runs; the arithmetic waits.
+    while IFS= read -r line; do
+      case $line in step*) stamps+=("$EPOCHREALTIME") ;; esac
+    done
+    # stamps[i] ends step i + 1: steps 4..13 are the differences after stamps[2..11].
+    printf '%s\n' "${stamps[@]:2:11}" |
+      awk 'NR > 1 { print $1 - prev } { prev = $1 }' |
+      sort -g | awk '{ a[NR] = $1 } END { print a[int(NR / 2) + 1] }' # the upper median, as torch_gpt.py's
+  }
 }
 peer_env=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OPENBLAS_NUM_THREADS=2)
 echo "PyTorch's OpenBLAS kernel: $("${peer_env[@]}" /usr/bin/python3 -c \
@@ -35,9 +44,7 @@ f.restype = ctypes.c_char_p; print(f().decode())' \
   2>/dev/null || echo unknown)"
 ours=() theirs=()
 for r in $(seq "$rounds"); do
-  short=$(steps_time 3)
-  long=$(steps_time 13)
-  ours+=("$(awk -v l="$long" -v s="$short" 'BEGIN { print (l - s) / 10 }')")
+  ours+=("$(step_median)")
   t=$("${peer_env[@]}" /usr/bin/python3 "$peer" 1 | sed -n 's/.*median step \([0-9.]*\) ms.*/\1/p')
   theirs+=("$(awk -v t="$t" 'BEGIN { print t / 1000 }')")
   echo "round $r: tfm $(printf '%.3f' "${ours[-1]}") s/step, PyTorch $(printf '%.3f' "${theirs[-1]}") s/step"
