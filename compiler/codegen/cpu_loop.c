@@ -382,7 +382,6 @@ static LLVMValueRef emit_row_lanes(Emitter *e, const GraphNode *n, const Index *
   CpuLoop c, l;
   cpu_loop_begin(gen, &c, cpu_i64(gen, 0), cpu_i64(gen, whole));
   LLVMValueRef stretch = emit_stretch(e, n->inputs[0], in, c.index, lanes);
-  e->memo_count = mark;
   LLVMBuildStore(b, reduction_step(e, n, LLVMBuildLoad2(b, vt, acc, ""), stretch), acc);
   /* the chunk loop steps by `lanes`: cpu_loop_end adds one more */
   c.index = LLVMBuildAdd(b, c.index, cpu_i64(gen, lanes - 1), "");
@@ -913,7 +912,7 @@ static bool buffers_disjoint(const KernelPlan *plan, int function) {
  * against the inputs. Leaves the builder at the body's entry, with its
  * parameters in `args`, `begin` and `end`. */
 static void emit_body_call(CpuGen *gen, int function, const Kernel *k, LLVMValueRef range,
-                                   LLVMValueRef *args, LLVMValueRef *begin, LLVMValueRef *end) {
+                           LLVMValueRef *args, LLVMValueRef *begin, LLVMValueRef *end) {
   int n = k->num_args;
   LLVMTypeRef *params = malloc(sizeof(LLVMTypeRef) * (size_t)(n + 2));
   LLVMValueRef *values = malloc(sizeof(LLVMValueRef) * (size_t)(n + 2));
