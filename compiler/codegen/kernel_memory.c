@@ -29,7 +29,9 @@ static void mark_lifetimes(KernelPlan *plan) {
     plan->buffers[plan->buffer_of[graph_output_at(g, i).node]].region = KERNEL_PERSISTENT;
 }
 
-static const KernelPlan *sorting_plan; /* qsort has no context argument in C11 */
+/* qsort has no context argument in C11; per thread, because tfmc build
+ * plans its graphs on threads of their own. */
+static _Thread_local const KernelPlan *sorting_plan;
 
 static int larger_first(const void *a, const void *b) {
   const KernelBuffer *x = &sorting_plan->buffers[*(const int *)a];
