@@ -566,12 +566,57 @@ static LLVMValueRef emit_gather(Emitter *e, const GraphNode *n, Index *at) {
   return LLVMBuildSelect(b, ok, v, cpu_constant(e->gen, n->dtype, 0.0), "");
 }
 
+/* Product of dims[from..to). */
+static int64_t dims_product(const GraphShape *s, int from, int to) {
+  int64_t p = 1;
+  for (int d = from; d < to; d++)
+    p *= s->dims[d];
+  return p;
+}
+
+/* The axes of a reshape's input `in` from those of its output `at`, group
+ * by group: both shapes are cut where their running products meet, and
+ * within a group the input's axes are digits of the output's axes' flat
+ * index there. A merge of axes (heads [B, T, h, k] read as [B, T, h * k])
+ * is then h * k + j, affine in the loop's axes, where digits of the whole
+ * flat index (what the linear index alone gives) hid from LLVM that a row
+ * is contiguous and made gathers of what a slice or a concat reads. The
+ * linear index, which a reshape keeps, is set too, for buffer loads. */
+static void reshape_axes(Emitter *e, Index *at, Index *in) {
+  const GraphShape *out = at->shape, *to = in->shape;
+  in->linear = linear_of(e, at);
+  int i = 0, o = 0;
+  while (i < to->rank || o < out->rank) {
+    int i0 = i, o0 = o;
+    int64_t pi = i < to->rank ? to->dims[i++] : 1, po = o < out->rank ? out->dims[o++] : 1;
+    while (pi != po) {
+      if (pi < po && i < to->rank)
+        pi *= to->dims[i++];
+      else if (po < pi && o < out->rank)
+        po *= out->dims[o++];
+      else
+        return; /* an empty tensor: axis_of falls back on the linear index */
+    }
+    LLVMValueRef flat = cpu_i64(e->gen, 0);
+    for (int d = o0; d < o; d++)
+      if (out->dims[d] != 1)
+        flat = LLVMBuildAdd(e->b, flat,
+                            LLVMBuildMul(e->b, axis_of(e, at, d),
+                                         cpu_i64(e->gen, dims_product(out, d + 1, o)), ""),
+                            "");
+    for (int d = i0; d < i; d++) {
+      LLVMValueRef v = LLVMBuildUDiv(e->b, flat, cpu_i64(e->gen, dims_product(to, d + 1, i)), "");
+      in->axis[d] = d > i0 ? LLVMBuildURem(e->b, v, cpu_i64(e->gen, to->dims[d]), "") : v;
+    }
+  }
+}
+
 static LLVMValueRef emit_movement(Emitter *e, const GraphNode *n, Index *at) {
   const GraphNode *x = node_of(e, n->inputs[0]);
   const GraphAttrs *a = &n->attrs;
   Index in = new_index(e, &x->shape);
   switch (n->op) {
-  case GRAPH_OP_RESHAPE: in.linear = linear_of(e, at); break;
+  case GRAPH_OP_RESHAPE: reshape_axes(e, at, &in); break;
   case GRAPH_OP_PERMUTE:
     for (int d = 0; d < x->shape.rank; d++)
       in.axis[a->perm[d]] = axis_of(e, at, d);
@@ -816,26 +861,83 @@ static void emit_column_reduction(Emitter *e, LLVMValueRef begin, LLVMValueRef e
 
 /* Row by row over the outer axes: the row's hoisted reductions, then the
  * inner loops over the remaining axes. */
+/* Whether a concat root's input `value` is a reshape that keeps the row
+ * (the outer axes) of a root whose row is the concat's axis alone: its
+ * part of a row is then its input's row, flattened, and loops over that
+ * input's own axes keep a reshape from splitting the row's axis into
+ * digits (heads [B, T, h, k] read as [B, T, h * k]). */
+static bool flattens_row(const Emitter *e, GraphId value) {
+  const GraphNode *root = node_of(e, e->kernel->root), *n = node_of(e, value);
+  int outer = e->kernel->outer_axes;
+  if (n->op != GRAPH_OP_RESHAPE || root->attrs.axis != root->shape.rank - 1 ||
+      outer != root->shape.rank - 1)
+    return false;
+  const GraphShape *x = &node_of(e, n->inputs[0])->shape;
+  if (x->rank < outer)
+    return false;
+  for (int d = 0; d < outer; d++)
+    if (x->dims[d] != root->shape.dims[d])
+      return false;
+  return true;
+}
+
+/* The inner loops of one row over `shape` (axes from k->outer_axes on) and
+ * the store of `value` (its input `slot`: with a concat root, the loops of
+ * that input's part, on an inner axis; else -1 and the root itself) at each
+ * element. `row` holds the outer axes. */
+static void emit_row_part(Emitter *e, const Index *row, int slot) {
+  CpuGen *gen = e->gen;
+  const Kernel *k = e->kernel;
+  const GraphNode *root = graph_node(gen->graph, k->root);
+  GraphId value = slot < 0 ? k->root : root->inputs[slot];
+  int axis = slot < 0 ? -1 : root->attrs.axis;
+  int64_t base = 0;
+  for (int i = 0; i < slot; i++)
+    base += node_of(e, root->inputs[i])->shape.dims[axis];
+  bool flat = slot >= 0 && flattens_row(e, value);
+  if (flat)
+    value = node_of(e, value)->inputs[0];
+  const GraphShape *shape = &node_of(e, value)->shape;
+  Index at = new_index(e, &root->shape), in = new_index(e, shape);
+  for (int d = 0; d < k->outer_axes; d++)
+    at.axis[d] = in.axis[d] = row->axis[d];
+  CpuLoop inner[GRAPH_MAX_RANK];
+  LLVMValueRef offset = cpu_i64(gen, base);
+  for (int d = k->outer_axes; d < shape->rank; d++) {
+    cpu_loop_begin(gen, &inner[d], cpu_i64(gen, 0), cpu_i64(gen, shape->dims[d]));
+    at.axis[d] = in.axis[d] = inner[d].index;
+    if (flat || d == axis)
+      offset = LLVMBuildAdd(
+          e->b, offset,
+          LLVMBuildMul(e->b, in.axis[d], cpu_i64(gen, flat ? stride_of(shape, d) : 1), ""), "");
+  }
+  if (axis >= 0)
+    at.axis[axis] = offset;
+  LLVMValueRef v = emit(e, value, slot < 0 ? &at : &in);
+  LLVMTypeRef t = cpu_storage_type(gen, root->dtype);
+  cpu_store_value(gen, root->dtype, v, cpu_element(gen, t, e->args[0], linear_of(e, &at)));
+  for (int d = shape->rank - 1; d >= k->outer_axes; d--)
+    cpu_loop_end(gen, &inner[d]);
+}
+
 static void emit_rows(Emitter *e, LLVMValueRef begin, LLVMValueRef end) {
   CpuGen *gen = e->gen;
   const Kernel *k = e->kernel;
-  const GraphShape *shape = &graph_node(gen->graph, k->root)->shape;
+  const GraphNode *root = graph_node(gen->graph, k->root);
   CpuLoop rows;
   cpu_loop_begin(gen, &rows, begin, end);
-  Index at = new_index(e, shape);
-  split_row(e, shape, k->outer_axes, rows.index, &at);
-  hoist_reductions(e, &at);
-  CpuLoop inner[GRAPH_MAX_RANK];
-  for (int d = k->outer_axes; d < shape->rank; d++) {
-    cpu_loop_begin(gen, &inner[d], cpu_i64(gen, 0), cpu_i64(gen, shape->dims[d]));
-    at.axis[d] = inner[d].index;
-  }
-  LLVMValueRef v = emit(e, k->root, &at);
-  GraphDtype dtype = graph_node(gen->graph, k->root)->dtype;
-  LLVMTypeRef t = cpu_storage_type(gen, dtype);
-  cpu_store_value(gen, dtype, v, cpu_element(gen, t, e->args[0], linear_of(e, &at)));
-  for (int d = shape->rank - 1; d >= k->outer_axes; d--)
-    cpu_loop_end(gen, &inner[d]);
+  Index row = new_index(e, &root->shape);
+  split_row(e, &root->shape, k->outer_axes, rows.index, &row);
+  hoist_reductions(e, &row);
+  /* A concat along an inner axis stores each input's part in loops of its
+   * own, reading that input alone: selecting among every input's value at
+   * each element read all of them, at clamped indices that LLVM could not
+   * vectorize (the gradient of a tensor read as slices, merge_dots.c). */
+  if (root->op == GRAPH_OP_CONCAT && root->attrs.axis >= k->outer_axes)
+    for (int slot = 0; slot < root->num_inputs; slot++)
+      emit_row_part(e, &row, slot);
+  else
+    emit_row_part(e, &row, -1);
   cpu_loop_end(gen, &rows);
 }
 

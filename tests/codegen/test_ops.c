@@ -16,6 +16,13 @@ static GraphId permute3(Graph *g, GraphId x, int a, int b, int c) {
   return graph_permute(g, x, perm);
 }
 
+static GraphId permute4(Graph *g, GraphId x, int a, int b, int c, int d) {
+  int perm[GRAPH_MAX_RANK] = {a, b, c, d};
+  return graph_permute(g, x, perm);
+}
+
+static GraphId neg(Graph *g, GraphId x) { return graph_unary(g, GRAPH_OP_NEG, x); }
+
 /* Fills every float leaf with [lo, hi) values (via the globals below). */
 static double fill_lo, fill_hi;
 static void fill_range(const Graph *g, EvalValues *ref) {
@@ -299,6 +306,39 @@ static void movement(void) {
   GraphId ints[2] = {in(g, "i", GRAPH_I32, SHAPE(2)), in(g, "j", GRAPH_I32, SHAPE(3))};
   graph_output(g, "i32", graph_concat(g, ints, 2, 0));
   cg_check_graph("concat", g, NULL);
+
+  /* A reshape's axes come group by group (cpu_loop.c reshape_axes): axes
+   * merged, split, both at once, and unit axes, each of a permute computed
+   * in the reading kernel (a reshape of a buffer reads its linear index). */
+  g = graph_new();
+  x = in(g, "x", GRAPH_F32, SHAPE(2, 3, 4, 5));
+  /* [3, 2, 5, 4], read through the permute's axes */
+  GraphId px = permute4(g, x, 1, 0, 3, 2);
+  int64_t from[3] = {0, 1, 2}, to6[2] = {6, 19}, to3[3] = {3, 9, 4};
+  graph_output(g, "merged", graph_slice(g, graph_reshape(g, px, SHAPE(6, 20)), from, to6, NULL));
+  graph_output(g, "merged middle",
+               graph_slice(g, graph_reshape(g, px, SHAPE(3, 10, 4)), from, to3, NULL));
+  graph_output(g, "many to many", neg(g, graph_reshape(g, px, SHAPE(4, 30))));
+  graph_output(g, "unit axes", neg(g, graph_reshape(g, px, SHAPE(3, 1, 2, 20, 1))));
+  int t2[GRAPH_MAX_RANK] = {1, 0};
+  graph_output(g, "split", neg(g, graph_reshape(g, graph_permute(g, in(g, "y", GRAPH_F32, SHAPE(20, 6)), t2),
+                                                SHAPE(3, 2, 4, 5))));
+  cg_check_graph("reshape groups", g, NULL);
+
+  /* A concat root stores each input's part in loops of its own; an input
+   * that reshapes a row (heads merged) loops over its input's axes. Along
+   * the last axis, and along a middle one. */
+  g = graph_new();
+  GraphId heads = permute4(g, in(g, "h", GRAPH_F32, SHAPE(2, 3, 4, 5)), 0, 2, 1, 3);
+  GraphId pieces[3] = {graph_reshape(g, heads, SHAPE(2, 4, 15)),
+                       graph_unary(g, GRAPH_OP_EXP, in(g, "e", GRAPH_F32, SHAPE(2, 4, 6))),
+                       graph_reshape(g, neg(g, in(g, "f", GRAPH_F32, SHAPE(2, 4, 2, 3))),
+                                     SHAPE(2, 4, 6))};
+  graph_output(g, "last axis", graph_concat(g, pieces, 3, 2));
+  GraphId middle[2] = {neg(g, in(g, "m", GRAPH_F32, SHAPE(2, 3, 5))),
+                       graph_reshape(g, in(g, "n", GRAPH_F32, SHAPE(2, 10)), SHAPE(2, 2, 5))};
+  graph_output(g, "middle axis", graph_concat(g, middle, 2, 1));
+  cg_check_graph("concat roots", g, NULL);
 
   g = graph_new();
   x = in(g, "x", GRAPH_F32, SHAPE(3, 4));
