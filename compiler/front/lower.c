@@ -354,6 +354,7 @@ Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model) {
   int traced = graph_count(g);
   if (!opt->unfused_attention)
     g = run_mapped_pass(g, pass_attention, "pass_attention", &map, traced);
+  g = run_mapped_pass(g, pass_merge_dots, "pass_merge_dots", &map, traced);
   if (o.bf16) g = run_mapped_pass(g, pass_autocast_bf16, "--dtype bf16", &map, traced);
   /* The checker accepted the program, so an IR error is a bug of ours. */
   if (!graph_error(g) && train) build_training(g, m, map);

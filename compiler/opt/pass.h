@@ -13,9 +13,10 @@ Graph *pass_fold(const Graph *in, char *err, size_t err_size);
 /* Algebraic identities: x*1, x+0, x-0, x/1, neg(neg x), composed and
  * identity permutes, reshape of reshape, broadcast of broadcast and of
  * splat constants, no-op casts, slices, pads and reductions, a
- * transpose of the last two axes folded into dot's transpose flag, and a
+ * transpose of the last two axes folded into dot's transpose flag, a
  * dot read only through such a transpose computed swapped
- * (dot(a, b)^T = dot(b^T, a^T)). */
+ * (dot(a, b)^T = dot(b^T, a^T)), and a sum of zero pads whose data lie
+ * side by side as the concat of their data. */
 Graph *pass_simplify(const Graph *in, char *err, size_t err_size);
 /* Merges structurally equal nodes (same op, attributes and inputs). */
 Graph *pass_cse(const Graph *in, char *err, size_t err_size);
@@ -28,6 +29,11 @@ Graph *pass_dce(const Graph *in, char *err, size_t err_size);
  * NULL it receives the new id of every node of `in` (graph_count(in)
  * entries), for callers that hold node ids across the pass. */
 Graph *pass_attention(const Graph *in, GraphId *map, char *err, size_t err_size);
+/* Dots of one left operand by untransposed matrices (the Q, K and V
+ * projections) become one dot by the matrices concatenated along their
+ * columns, each old dot a column slice of it (merge_dots.c). Run before
+ * autodiff; `map` as for pass_attention. */
+Graph *pass_merge_dots(const Graph *in, GraphId *map, char *err, size_t err_size);
 /* --dtype bf16 (autocast.c, which says which nodes become bf16): run on a
  * forward graph before autodiff. map (graph_count(in) entries) receives
  * in id -> out id. Float leaves, reductions and what is computed from

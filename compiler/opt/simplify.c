@@ -1,6 +1,7 @@
 /* Algebraic simplification. Nodes are visited in order, so a rule sees
  * inputs that are already simplified and chains collapse in one sweep. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "errbuf.h"
 #include "pass.h"
@@ -38,6 +39,79 @@ static bool is_empty_pad(const GraphNode *node, const GraphNode *x) {
   for (int i = 0; i < x->shape.rank; i++)
     if (node->attrs.lo[i] || node->attrs.hi[i] || node->attrs.interior[i]) return false;
   return true;
+}
+
+/* The axis along which zero pads `a` and `b` (no interior) of the same
+ * shape differ, when `a`'s data ends where `b`'s begins and they pad every
+ * other axis alike; -1 otherwise. */
+static int adjacent_pad_axis(const Graph *g, const GraphNode *a, const GraphNode *b) {
+  if (a->op != GRAPH_OP_PAD || b->op != GRAPH_OP_PAD || a->attrs.pad_value != 0 ||
+      b->attrs.pad_value != 0 || !graph_shape_equal(&a->shape, &b->shape))
+    return -1;
+  int axis = -1;
+  for (int i = 0; i < a->shape.rank; i++) {
+    if (a->attrs.interior[i] || b->attrs.interior[i]) return -1;
+    if (a->attrs.lo[i] == b->attrs.lo[i] && a->attrs.hi[i] == b->attrs.hi[i]) continue;
+    if (axis >= 0) return -1;
+    axis = i;
+  }
+  if (axis < 0) return -1;
+  int64_t a_end = a->attrs.lo[axis] + graph_node(g, a->inputs[0])->shape.dims[axis];
+  return a_end == b->attrs.lo[axis] ? axis : -1;
+}
+
+/* concat(xs..., axis) with the inputs that are themselves concats along the
+ * same axis spliced in. */
+static GraphId concat_flat(Graph *g, const GraphId *xs, int count, int axis) {
+  int total = 0;
+  for (int i = 0; i < count; i++) {
+    const GraphNode *x = graph_node(g, xs[i]);
+    total += x->op == GRAPH_OP_CONCAT && x->attrs.axis == axis ? x->num_inputs : 1;
+  }
+  GraphId *flat = malloc(sizeof(GraphId) * (size_t)total);
+  if (!flat) {
+    graph_fail(g, "simplify: out of memory");
+    return GRAPH_NONE;
+  }
+  int k = 0;
+  for (int i = 0; i < count; i++) {
+    const GraphNode *x = graph_node(g, xs[i]);
+    if (x->op == GRAPH_OP_CONCAT && x->attrs.axis == axis) {
+      memcpy(flat + k, x->inputs, sizeof(GraphId) * (size_t)x->num_inputs);
+      k += x->num_inputs;
+    } else {
+      flat[k++] = xs[i];
+    }
+  }
+  GraphId c = graph_concat(g, flat, total, axis);
+  free(flat);
+  return c;
+}
+
+/* pad(a) + pad(b), zero pads whose data lie side by side along one axis:
+ * one pad of concat(a, b), or the concat alone where that pad is empty. The
+ * gradient of a tensor read as column slices (merge_dots.c) sums one zero
+ * pad per slice; this makes it the slices' gradients concatenated. */
+static GraphId sum_of_adjacent_pads(Graph *g, GraphId left, GraphId right) {
+  const GraphNode *a = graph_node(g, left), *b = graph_node(g, right);
+  int axis = adjacent_pad_axis(g, a, b);
+  if (axis < 0) {
+    axis = adjacent_pad_axis(g, b, a);
+    const GraphNode *t = a;
+    a = b;
+    b = t;
+  }
+  if (axis < 0) return GRAPH_NONE;
+  GraphId parts[2] = {a->inputs[0], b->inputs[0]};
+  int64_t lo[GRAPH_MAX_RANK], hi[GRAPH_MAX_RANK];
+  bool empty = true;
+  for (int i = 0; i < a->shape.rank; i++) {
+    lo[i] = a->attrs.lo[i];
+    hi[i] = i == axis ? b->attrs.hi[i] : a->attrs.hi[i];
+    empty = empty && lo[i] == 0 && hi[i] == 0;
+  }
+  GraphId c = concat_flat(g, parts, 2, axis);
+  return empty || c == GRAPH_NONE ? c : graph_pad(g, c, lo, hi, NULL, 0.0);
 }
 
 static bool reduces_only_unit_axes(const GraphNode *node, const GraphNode *x) {
@@ -96,7 +170,7 @@ static GraphId simplify_node(Graph *out, const GraphNode *node, const GraphId *i
   case GRAPH_OP_ADD:
     if (is_splat_of(out, in[1], 0.0)) return in[0];
     if (is_splat_of(out, in[0], 0.0)) return in[1];
-    break;
+    return sum_of_adjacent_pads(out, in[0], in[1]);
   case GRAPH_OP_SUB:
     if (is_splat_of(out, in[1], 0.0)) return in[0];
     break;

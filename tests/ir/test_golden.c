@@ -11,7 +11,12 @@
 
 typedef Graph *(*Pass)(const Graph *in, char *err, size_t err_size);
 
+static Graph *merge_dots(const Graph *in, char *err, size_t err_size) {
+  return pass_merge_dots(in, NULL, err, err_size);
+}
+
 static Pass pass_named(const char *name) {
+  if (strcmp(name, "merge_dots") == 0) return merge_dots;
   if (strcmp(name, "fold") == 0) return pass_fold;
   if (strcmp(name, "simplify") == 0) return pass_simplify;
   if (strcmp(name, "cse") == 0) return pass_cse;
@@ -43,7 +48,7 @@ int main(int argc, char **argv) {
     const char *p = input + strlen(header);
     char name[32];
     int used;
-    while (g && sscanf(p, " %31[a-z]%n", name, &used) == 1) {
+    while (g && sscanf(p, " %31[a-z_]%n", name, &used) == 1) {
       p += used;
       Pass pass = pass_named(name);
       char err[256];
