@@ -120,46 +120,50 @@ Graph *pass_merge_dots(const Graph *in, GraphId *map, char *err, size_t err_size
   int count = graph_count(in);
   size_t n = (size_t)(count ? count : 1);
   bool *live = calloc(n, sizeof(bool));
-  GraphId *user = malloc(sizeof(GraphId) * n);
-  GraphId *leader = malloc(sizeof(GraphId) * n); /* per left operand: its group's first dot */
-  GraphId *last = malloc(sizeof(GraphId) * n);   /* per leader: the group's last member */
-  GraphId *next = malloc(sizeof(GraphId) * n);   /* per member: the next one */
+  GraphId *ids = malloc(sizeof(GraphId) * n * 5);
   PassRewrite r;
-  bool allocated = live && user && leader && last && next;
-  if (!allocated) errbuf_set(err, err_size, "out of memory");
-  if (!allocated || !pass_rewrite_begin(&r, in, err, err_size)) {
+  if (!live || !ids) errbuf_set(err, err_size, "out of memory");
+  if (!live || !ids || !pass_rewrite_begin(&r, in, err, err_size)) {
     free(live);
-    free(user);
-    free(leader);
-    free(last);
-    free(next);
+    free(ids);
     return NULL;
   }
+  GraphId *user = ids;          /* per node: its one reader (find_users) */
+  GraphId *leader = ids + n;    /* per left operand: its group's first dot */
+  GraphId *last = ids + 2 * n;  /* per leader: the group's last member */
+  GraphId *next = ids + 3 * n;  /* per member: the next one */
+  GraphId *same = ids + 4 * n;  /* per dot: the member it repeats (same x and weight) */
   find_users(in, live, user);
-  for (GraphId id = 0; id < count; id++) leader[id] = last[id] = next[id] = GRAPH_NONE;
+  for (GraphId id = 0; id < count; id++) leader[id] = last[id] = next[id] = same[id] = GRAPH_NONE;
   for (GraphId id = 0; id < count; id++) {
     if (!live[id] || !is_x_times_matrix(in, id)) continue;
     GraphId x = graph_node(in, id)->inputs[0], first = leader[x];
     if (first == GRAPH_NONE) {
       leader[x] = last[id] = id;
-    } else if (joins(in, first, id)) {
+      continue;
+    }
+    /* A repeat (an unrolled loop reads one x W at every step; CSE merges
+     * them later) reads its member's slice, not a second copy of W. */
+    for (GraphId m = first; m != GRAPH_NONE && same[id] == GRAPH_NONE; m = next[m])
+      if (graph_node(in, m)->inputs[1] == graph_node(in, id)->inputs[1]) same[id] = m;
+    if (same[id] == GRAPH_NONE && joins(in, first, id)) {
       next[last[first]] = id;
       last[first] = id;
     }
   }
   for (GraphId id = 0; id < count && !graph_error(r.out); id++) {
     const GraphNode *node = graph_node(in, id);
-    bool leads = node->op == GRAPH_OP_DOT && leader[node->inputs[0]] == id;
-    if (leads && next[id] != GRAPH_NONE)
+    GraphId first = node->op == GRAPH_OP_DOT ? leader[node->inputs[0]] : GRAPH_NONE;
+    bool merged = first != GRAPH_NONE && next[first] != GRAPH_NONE;
+    if (merged && first == id)
       merge_group(&r, id, next, user);
+    else if (merged && same[id] != GRAPH_NONE)
+      r.map[id] = r.map[same[id]];
     else if (r.map[id] == GRAPH_NONE) /* a later member is mapped already */
       r.map[id] = pass_rewrite_copy(&r, id);
   }
   if (map) memcpy(map, r.map, sizeof(GraphId) * n);
   free(live);
-  free(user);
-  free(leader);
-  free(last);
-  free(next);
+  free(ids);
   return pass_rewrite_finish(&r, err, err_size);
 }
