@@ -58,20 +58,23 @@ static const Case cases[] = {
     {"square 512", false, false, 1, 512, 512, 512, false, false, 0},
     {"square 1024", false, false, 1, 1024, 1024, 1024, false, false, 0},
     {"square 2048", false, false, 1, 2048, 2048, 2048, false, false, 0},
-    /* q, k, v, out projections */
-    {"gpt nn [2048x256]x[256x256]", false, false, 1, 2048, 256, 256, false, false, 16},
+    /* q, k and v projections, one dot (compiler/opt/merge_dots.c); the out projection */
+    {"gpt nn [2048x256]x[256x768]", false, false, 1, 2048, 768, 256, false, false, 4},
+    {"gpt nn [2048x256]x[256x256]", false, false, 1, 2048, 256, 256, false, false, 4},
     /* FFN up */
     {"gpt nn [2048x256]x[256x1024]", false, false, 1, 2048, 1024, 256, false, false, 4},
     /* FFN down; the LM head's dx (g times the tied embedding) */
     {"gpt nn [2048x1024]x[1024x256]", false, false, 1, 2048, 256, 1024, false, false, 5},
-    /* dx of the projections */
-    {"gpt nt [2048x256]x[256x256]^T", false, true, 1, 2048, 256, 256, false, false, 16},
+    /* dx of the q/k/v and the out projections */
+    {"gpt nt [2048x768]x[256x768]^T", false, true, 1, 2048, 256, 768, false, false, 4},
+    {"gpt nt [2048x256]x[256x256]^T", false, true, 1, 2048, 256, 256, false, false, 4},
     /* dx of FFN down; the LM head (x times the embedding transposed) */
     {"gpt nt [2048x256]x[1024x256]^T", false, true, 1, 2048, 1024, 256, false, false, 5},
     /* dx of FFN up */
     {"gpt nt [2048x1024]x[256x1024]^T", false, true, 1, 2048, 256, 1024, false, false, 4},
-    /* dW of the projections, of FFN up and the embedding (LM head), of FFN down */
-    {"gpt tn [2048x256]^Tx[2048x256]", true, false, 1, 256, 256, 2048, false, false, 16},
+    /* dW of the q/k/v and out projections, of FFN up and the embedding (LM head), of FFN down */
+    {"gpt tn [2048x256]^Tx[2048x768]", true, false, 1, 256, 768, 2048, false, false, 4},
+    {"gpt tn [2048x256]^Tx[2048x256]", true, false, 1, 256, 256, 2048, false, false, 4},
     {"gpt tn [2048x256]^Tx[2048x1024]", true, false, 1, 256, 1024, 2048, false, false, 5},
     {"gpt tn [2048x1024]^Tx[2048x256]", true, false, 1, 1024, 256, 2048, false, false, 4},
     {"batched tn 16x[128x256]^Tx[128x1024]", true, false, 16, 256, 1024, 128, true, true, 0},
