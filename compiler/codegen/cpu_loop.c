@@ -859,17 +859,19 @@ static void emit_column_reduction(Emitter *e, LLVMValueRef begin, LLVMValueRef e
   cpu_loop_end(gen, &c);
 }
 
-/* Row by row over the outer axes: the row's hoisted reductions, then the
- * inner loops over the remaining axes. */
-/* Whether a concat root's input `value` is a reshape that keeps the row
- * (the outer axes) of a root whose row is the concat's axis alone: its
- * part of a row is then its input's row, flattened, and loops over that
- * input's own axes keep a reshape from splitting the row's axis into
- * digits (heads [B, T, h, k] read as [B, T, h * k]). */
+/* Whether a concat root's input `value` is a reshape, computed here or a
+ * view, that keeps the row (the outer axes) of a root whose row is the
+ * concat's axis alone: its part of a row is then its input's row,
+ * flattened, and loops over that input's own axes keep a reshape from
+ * splitting the row's axis into digits (heads [B, T, h, k] read as
+ * [B, T, h * k]). A reshape stored by a kernel of its own is read from
+ * its buffer, its input being no argument of this kernel. */
 static bool flattens_row(const Emitter *e, GraphId value) {
   const GraphNode *root = node_of(e, e->kernel->root), *n = node_of(e, value);
+  KernelPlacement p = e->gen->plan->placement[value];
   int outer = e->kernel->outer_axes;
-  if (n->op != GRAPH_OP_RESHAPE || root->attrs.axis != root->shape.rank - 1 ||
+  if (n->op != GRAPH_OP_RESHAPE || (p != KERNEL_INLINED && p != KERNEL_VIEW) ||
+      root->attrs.axis != root->shape.rank - 1 ||
       outer != root->shape.rank - 1)
     return false;
   const GraphShape *x = &node_of(e, n->inputs[0])->shape;
@@ -881,10 +883,10 @@ static bool flattens_row(const Emitter *e, GraphId value) {
   return true;
 }
 
-/* The inner loops of one row over `shape` (axes from k->outer_axes on) and
- * the store of `value` (its input `slot`: with a concat root, the loops of
- * that input's part, on an inner axis; else -1 and the root itself) at each
- * element. `row` holds the outer axes. */
+/* The inner loops of one row (axes from k->outer_axes on) and the store of
+ * each element: with `slot` -1, of the root over its shape; else of a
+ * concat root's input `slot` over that input's part of the row. `row` holds
+ * the outer axes. */
 static void emit_row_part(Emitter *e, const Index *row, int slot) {
   CpuGen *gen = e->gen;
   const Kernel *k = e->kernel;
@@ -920,6 +922,8 @@ static void emit_row_part(Emitter *e, const Index *row, int slot) {
     cpu_loop_end(gen, &inner[d]);
 }
 
+/* Row by row over the outer axes: the row's hoisted reductions, then the
+ * inner loops over the remaining axes. */
 static void emit_rows(Emitter *e, LLVMValueRef begin, LLVMValueRef end) {
   CpuGen *gen = e->gen;
   const Kernel *k = e->kernel;

@@ -325,9 +325,11 @@ static void movement(void) {
                                                 SHAPE(3, 2, 4, 5))));
   cg_check_graph("reshape groups", g, NULL);
 
-  /* A concat root stores each input's part in loops of its own; an input
-   * that reshapes a row (heads merged) loops over its input's axes. Along
-   * the last axis, and along a middle one. */
+  /* A concat root along the last axis stores each input's part in loops of
+   * its own; an input that reshapes a row (heads merged) loops over its
+   * input's axes, unless the reshape is stored by a kernel of its own (an
+   * output), whose input this kernel cannot read. Along a middle axis the
+   * parts are selected element by element. */
   g = graph_new();
   GraphId heads = permute4(g, in(g, "h", GRAPH_F32, SHAPE(2, 3, 4, 5)), 0, 2, 1, 3);
   GraphId pieces[3] = {graph_reshape(g, heads, SHAPE(2, 4, 15)),
@@ -335,6 +337,10 @@ static void movement(void) {
                        graph_reshape(g, neg(g, in(g, "f", GRAPH_F32, SHAPE(2, 4, 2, 3))),
                                      SHAPE(2, 4, 6))};
   graph_output(g, "last axis", graph_concat(g, pieces, 3, 2));
+  GraphId stored = graph_reshape(g, in(g, "s", GRAPH_F32, SHAPE(2, 4, 2, 2)), SHAPE(2, 4, 4));
+  graph_output(g, "stored reshape", stored);
+  GraphId after_stored[2] = {stored, neg(g, in(g, "t", GRAPH_F32, SHAPE(2, 4, 3)))};
+  graph_output(g, "of a stored reshape", graph_concat(g, after_stored, 2, 2));
   GraphId middle[2] = {neg(g, in(g, "m", GRAPH_F32, SHAPE(2, 3, 5))),
                        graph_reshape(g, in(g, "n", GRAPH_F32, SHAPE(2, 10)), SHAPE(2, 2, 5))};
   graph_output(g, "middle axis", graph_concat(g, middle, 2, 1));
