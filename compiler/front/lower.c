@@ -346,10 +346,11 @@ Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model) {
   }
   /* Before autodiff, so that the backward pass follows: attention is fused
    * (its VJP, not the primitives', makes the backward pass, and nothing
-   * [..., T, S] is kept), then --dtype bf16 makes the activations bf16
-   * (after fusion, whose pattern is the f32 chain as lowered). The lr node
-   * is the only id held across the passes: `map` takes the trace's ids to
-   * g's. */
+   * [..., T, S] is kept), dots of one x become one (merge_dots.c: one dx
+   * and one dW dot in the backward pass), then --dtype bf16 makes the
+   * activations bf16 (after fusion, whose pattern is the f32 chain as
+   * lowered). The lr node is the only id held across the passes: `map`
+   * takes the trace's ids to g's. */
   GraphId *map = NULL;
   int traced = graph_count(g);
   if (!opt->unfused_attention)

@@ -23,17 +23,17 @@ static bool is_x_times_matrix(const Graph *g, GraphId id) {
 }
 
 /* Whether dot `id` can join the group led by dot `first`: the same left
- * operand and dtypes, and a weight that exists before `first` (the merged
- * dot is made where `first` was, so every weight must be there already). */
+ * operand (a dot's operands share a dtype, so the weights do too) and a
+ * weight that exists before `first` (the merged dot is made where `first`
+ * was, so every weight must be there already). */
 static bool joins(const Graph *g, GraphId first, GraphId id) {
   const GraphNode *a = graph_node(g, first), *b = graph_node(g, id);
-  return b->inputs[0] == a->inputs[0] && b->inputs[1] < first && b->dtype == a->dtype &&
-         graph_node(g, b->inputs[1])->dtype == graph_node(g, a->inputs[1])->dtype;
+  return b->inputs[0] == a->inputs[0] && b->inputs[1] < first;
 }
 
 /* Marks the nodes reachable backwards from an output or update in live[]
  * and sets user[id] to the one live node that reads id, or to GRAPH_NONE
- * where none or several do (or an output names it). */
+ * where none or several do (or an output or update names it). */
 static void find_users(const Graph *g, bool *live, GraphId *user) {
   int count = graph_count(g);
   for (GraphId id = 0; id < count; id++) user[id] = GRAPH_NONE;
@@ -59,10 +59,8 @@ static GraphId bias_of(const Graph *g, const GraphId *user, GraphId first, Graph
   if (other->op != GRAPH_OP_BROADCAST || other->inputs[0] >= first) return GRAPH_NONE;
   const GraphNode *b = graph_node(g, other->inputs[0]);
   GraphShape out = graph_node(g, m)->shape;
-  return b->shape.rank == 1 && b->shape.dims[0] == out.dims[out.rank - 1] &&
-                 b->dtype == graph_node(g, m)->dtype
-             ? other->inputs[0]
-             : GRAPH_NONE;
+  return b->shape.rank == 1 && b->shape.dims[0] == out.dims[out.rank - 1] ? other->inputs[0]
+                                                                          : GRAPH_NONE;
 }
 
 /* Maps each member of the group (or with `adds`, each member's bias add) to
@@ -107,6 +105,10 @@ static void merge_group(PassRewrite *r, GraphId first, const GraphId *next, cons
   }
   GraphId x = r->map[graph_node(in, first)->inputs[0]];
   GraphId product = graph_dot(r->out, x, graph_concat(r->out, weights, members, 1), false, false);
+  if (product == GRAPH_NONE) { /* the error is in r->out */
+    free(weights);
+    return;
+  }
   map_slices(r, first, next, NULL, product);
   if (with_bias == members) {
     GraphShape shape = graph_node(r->out, product)->shape;
