@@ -2,6 +2,7 @@
 #include "eval.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +19,7 @@ struct EvalValues {
   GraphDtype precision;
   EvalTensor *tensors;
   EvalTensor *scratch; /* input headers of the node being run */
+  bool tf32_dots;      /* eval_set_tf32_dots */
 };
 
 GraphDtype eval_storage_dtype(GraphDtype dtype, GraphDtype precision) {
@@ -85,6 +87,37 @@ float eval_bf16_round(float x) {
   return x;
 }
 
+float eval_tf32_round(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) >= 0x7f800000u) return x; /* infinity and NaN stay */
+  /* Half of the 13 dropped bits' unit added to the magnitude, then cut:
+   * ties go away from zero. */
+  u = (u + 0x1000u) & 0xffffe000u;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+void eval_set_tf32_dots(EvalValues *v, bool on) { v->tf32_dots = on; }
+
+/* An f32 dot of operands rounded to tf32 (eval_set_tf32_dots). */
+static void tf32_dot(const GraphNode *node, const EvalTensor *in, EvalTensor *out) {
+  EvalTensor rounded[2] = {{0}, {0}};
+  for (int i = 0; i < 2; i++) {
+    if (!eval_tensor_alloc(&rounded[i], GRAPH_F32, &in[i].shape)) {
+      /* eval_run has no error to return, and an unrounded product would
+       * be a silently different reference. */
+      fprintf(stderr, "eval: out of memory for a dot's tf32 operands\n");
+      abort();
+    }
+    for (int64_t e = 0; e < in[i].numel; e++)
+      ((float *)rounded[i].data)[e] = eval_tf32_round(((const float *)in[i].data)[e]);
+  }
+  eval_node(node, rounded, out);
+  eval_tensor_release(&rounded[0]);
+  eval_tensor_release(&rounded[1]);
+}
+
 void eval_node(const GraphNode *node, const EvalTensor *inputs, EvalTensor *out) {
   references[node->op](node, inputs, out);
   if (node->dtype == GRAPH_BF16 && out->dtype == GRAPH_F32) {
@@ -97,7 +130,11 @@ void eval_run(EvalValues *v) {
   for (GraphId id = 0; id < graph_count(v->graph); id++) {
     const GraphNode *node = graph_node(v->graph, id);
     for (int i = 0; i < node->num_inputs; i++) v->scratch[i] = v->tensors[node->inputs[i]];
-    eval_node(node, v->scratch, &v->tensors[id]);
+    if (v->tf32_dots && node->op == GRAPH_OP_DOT && node->dtype == GRAPH_F32 &&
+        v->precision == GRAPH_F32)
+      tf32_dot(node, v->scratch, &v->tensors[id]);
+    else
+      eval_node(node, v->scratch, &v->tensors[id]);
   }
 }
 

@@ -52,6 +52,16 @@ void eval_tensor_set(EvalTensor *t, int64_t index, double value);
  * quiet, with its sign; an overflow becomes infinity), as an f32. */
 float eval_bf16_round(float x);
 
+/* x rounded to tf32 (10 mantissa bits, to nearest, ties away from zero:
+ * PTX's cvt.rna.tf32.f32), as an f32; infinity and NaN stay as they are. */
+float eval_tf32_round(float x);
+
+/* With `on`, eval_run rounds the operands of every f32 dot to tf32 first
+ * (in f32 precision; f64 and bf16 dots are unchanged), as the GPU's
+ * tensor-core dots do (compiler/codegen/ptx_dot.c): the reference for
+ * compiled code that runs there. Off by default. */
+void eval_set_tf32_dots(EvalValues *v, bool on);
+
 /* Runs the reference implementation of `node` on inputs already computed
  * (one per node input) into `out` (allocated with the node's shape). A
  * bf16 node with an f32 `out` is rounded to bf16. */

@@ -20,18 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "eval.h"
 #include "ptx_dot_tile.h"
 
 static int failures;
-
-/* cvt.rna.tf32.f32: round to 10 mantissa bits, ties away from zero. */
-static float tf32(float x) {
-  uint32_t u;
-  memcpy(&u, &x, 4);
-  u = (u + 0x1000u) & 0xffffe000u;
-  memcpy(&x, &u, 4);
-  return x;
-}
 
 /* mma.m16n8k8.row.col.f32.tf32.tf32.f32 over one warp's registers, per the
  * PTX ISA's fragment layouts (groupID = lane >> 2, threadID_in_group =
@@ -117,7 +109,10 @@ typedef struct Staging {
 
 static float as_is(float x) { return x; }
 
-static const Staging TF32_STAGING = {PTX_DOT_AS_STRIDE, PTX_DOT_BS_STRIDE, false, tf32};
+/* Elements rounded as cvt.rna.tf32.f32 does, as the evaluator's reference
+ * for GPU runs rounds them too. */
+static const Staging TF32_STAGING = {PTX_DOT_AS_STRIDE, PTX_DOT_BS_STRIDE, false,
+                                     eval_tf32_round};
 static const Staging BF16_STAGING = {PTX_DOT16_AS_STRIDE, PTX_DOT16_BS_STRIDE, true, as_is};
 
 /* One operand's staging loads, every thread's `steps` of them, by the
@@ -307,7 +302,7 @@ static void check(Dot d) {
         for (int64_t p = 0; p < d.k; p++) {
           float a = A[b * d.batch_a + (d.ta ? p * d.m + i : i * d.k + p)];
           float x = B[b * d.batch_b + (d.tb ? j * d.k + p : p * d.n + j)];
-          rounded += (double)tf32(a) * tf32(x);
+          rounded += (double)eval_tf32_round(a) * eval_tf32_round(x);
           exact += (double)a * x;
           magnitude += fabs((double)a * x);
         }

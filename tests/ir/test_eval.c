@@ -1,8 +1,10 @@
 /* The reference evaluator against hand-computed results, for every
  * primitive, in both precisions. */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "eval.h"
 #include "graph_text.h"
@@ -288,8 +290,67 @@ static void precision(void) {
   graph_free(g);
 }
 
+static float from_bits(uint32_t u) {
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+static uint32_t bits_of(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+/* tf32 as cvt.rna.tf32.f32 rounds: 10 mantissa bits, nearest, ties away
+ * from zero; and the evaluator's f32 dots with tf32 operands (the reference
+ * for GPU runs), which leave f64 evaluation alone. */
+static void tf32(void) {
+  static const uint32_t cases[][2] = {
+      {0x3f800000u, 0x3f800000u}, /* 1 */
+      {0x3f800fffu, 0x3f800000u}, /* just below half a unit: down */
+      {0x3f801000u, 0x3f802000u}, /* a tie: away from zero */
+      {0xbf801000u, 0xbf802000u}, /* a negative tie: away from zero too */
+      {0x3f801001u, 0x3f802000u}, /* just above half a unit: up */
+      {0x3fffffffu, 0x40000000u}, /* a carry into the exponent */
+      {0x7f800000u, 0x7f800000u}, /* infinity stays */
+      {0x7fc00001u, 0x7fc00001u}, /* a NaN stays, payload and all */
+      {0x00000fffu, 0x00000000u}, /* a subnormal below half a unit */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    uint32_t got = bits_of(eval_tf32_round(from_bits(cases[i][0])));
+    if (!CHECK(got == cases[i][1]))
+      fprintf(stderr, "eval_tf32_round(0x%08x) = 0x%08x, expected 0x%08x\n", cases[i][0], got,
+              cases[i][1]);
+  }
+  /* [1 + 2^-12, 1 + 2^-11] . [1, 1]: f32 keeps both, tf32 rounds the first
+   * to 1 and the second (a tie) to 1 + 2^-10. */
+  const char *text = "%0 = input \"a\" : f32[1,2]\n%1 = input \"b\" : f32[2,1]\n"
+                     "%2 = dot %0, %1 transpose_a=false transpose_b=false : f32[1,1]\n"
+                     "output \"y\" = %2\n";
+  Graph *g = test_parse(text);
+  if (!g) return;
+  GraphId a = graph_find_leaf(g, "a"), b = graph_find_leaf(g, "b"), y = graph_find_output(g, "y");
+  double in_a[2] = {1 + 0x1p-12, 1 + 0x1p-11}, in_b[2] = {1, 1};
+  for (int precision = 0; precision < 2; precision++) {
+    EvalValues *v = eval_new(g, precision ? GRAPH_F64 : GRAPH_F32);
+    eval_set_all(v, a, in_a, 2);
+    eval_set_all(v, b, in_b, 2);
+    eval_run(v);
+    double plain = eval_get(v, y, 0);
+    eval_set_tf32_dots(v, true);
+    eval_run(v);
+    double rounded = eval_get(v, y, 0);
+    CHECK(plain == 2 + 0x1p-12 + 0x1p-11);
+    CHECK(rounded == (precision ? plain : 2 + 0x1p-10));
+    eval_free(v);
+  }
+  graph_free(g);
+}
+
 int main(void) {
   unary();
+  tf32();
   binary();
   reductions();
   movement();
