@@ -1,10 +1,8 @@
 /* The reference evaluator against hand-computed results, for every
  * primitive, in both precisions. */
 #include <math.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "eval.h"
 #include "graph_text.h"
@@ -290,39 +288,26 @@ static void precision(void) {
   graph_free(g);
 }
 
-static float from_bits(uint32_t u) {
-  float x;
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
-
-static uint32_t bits_of(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  return u;
-}
-
 /* tf32 as cvt.rna.tf32.f32 rounds: 10 mantissa bits, nearest, ties away
  * from zero; and the evaluator's f32 dots with tf32 operands (the reference
  * for GPU runs), which leave f64 evaluation alone. */
 static void tf32(void) {
-  static const uint32_t cases[][2] = {
-      {0x3f800000u, 0x3f800000u}, /* 1 */
-      {0x3f800fffu, 0x3f800000u}, /* just below half a unit: down */
-      {0x3f801000u, 0x3f802000u}, /* a tie: away from zero */
-      {0xbf801000u, 0xbf802000u}, /* a negative tie: away from zero too */
-      {0x3f801001u, 0x3f802000u}, /* just above half a unit: up */
-      {0x3fffffffu, 0x40000000u}, /* a carry into the exponent */
-      {0x7f800000u, 0x7f800000u}, /* infinity stays */
-      {0x7fc00001u, 0x7fc00001u}, /* a NaN stays, payload and all */
-      {0x00000fffu, 0x00000000u}, /* a subnormal below half a unit */
+  static const float cases[][2] = {
+      {1, 1},
+      {1 + 0x1p-11f - 0x1p-23f, 1},      /* just below half a unit: down */
+      {1 + 0x1p-11f, 1 + 0x1p-10f},      /* a tie: away from zero */
+      {-1 - 0x1p-11f, -1 - 0x1p-10f},    /* a negative tie: away from zero too */
+      {1 + 0x1p-11f + 0x1p-23f, 1 + 0x1p-10f}, /* just above half a unit: up */
+      {2 - 0x1p-22f, 2},                 /* a carry into the exponent */
+      {INFINITY, INFINITY},              /* infinity stays */
+      {4095 * 0x1p-149f, 0},             /* a subnormal below half a unit */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    uint32_t got = bits_of(eval_tf32_round(from_bits(cases[i][0])));
+    float got = eval_tf32_round(cases[i][0]);
     if (!CHECK(got == cases[i][1]))
-      fprintf(stderr, "eval_tf32_round(0x%08x) = 0x%08x, expected 0x%08x\n", cases[i][0], got,
-              cases[i][1]);
+      fprintf(stderr, "eval_tf32_round(%a) = %a, expected %a\n", cases[i][0], got, cases[i][1]);
   }
+  CHECK(isnan(eval_tf32_round(NAN)));
   /* [1 + 2^-12, 1 + 2^-11] . [1, 1]: f32 keeps both, tf32 rounds the first
    * to 1 and the second (a tie) to 1 + 2^-10. */
   const char *text = "%0 = input \"a\" : f32[1,2]\n%1 = input \"b\" : f32[2,1]\n"
