@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds with warnings as errors and runs the whole test suite (ctest).
-# usage: tools/test.sh [--sanitize]   (--sanitize: an ASan+UBSan build, in build-asan/)
+# usage: tools/test.sh [--sanitize | --tsan]
+#   --sanitize: the same suite built with ASan+UBSan, in build-asan/
+#   --tsan: a ThreadSanitizer build of the compiler and runtime, in
+#           build-tsan/, and the tests labelled tsan (tfmc build's threads)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/tools/deps.sh"
@@ -11,8 +14,15 @@ if [ "${1:-}" = "--sanitize" ]; then
   build=$root/build-asan
   flags+=(-DTFM_SANITIZE=ON)
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+elif [ "${1:-}" = "--tsan" ]; then
+  build=$root/build-tsan
+  cmake -S "$root" -B "$build" -G Ninja "${flags[@]}" -DTFM_TSAN=ON > "$build.configure.log" 2>&1 ||
+    { cat "$build.configure.log"; exit 1; }
+  cmake --build "$build" -j "$(tfm_jobs)" --target tfmc tfmrt tfmrt_main
+  ctest --test-dir "$build" -j "$(tfm_jobs)" --output-on-failure -L tsan
+  exit
 elif [ -n "${1:-}" ]; then
-  echo "usage: tools/test.sh [--sanitize]" >&2
+  echo "usage: tools/test.sh [--sanitize | --tsan]" >&2
   exit 2
 fi
 python=$(tfm_python_with_safetensors "$root/build-pyenv")
