@@ -48,11 +48,16 @@ static Index new_index(Emitter *e, const GraphShape *shape) {
   return at;
 }
 
+/* Product of dims[from..to). */
+static int64_t dims_product(const GraphShape *s, int from, int to) {
+  int64_t p = 1;
+  for (int d = from; d < to; d++)
+    p *= s->dims[d];
+  return p;
+}
+
 static int64_t stride_of(const GraphShape *s, int axis) {
-  int64_t stride = 1;
-  for (int d = axis + 1; d < s->rank; d++)
-    stride *= s->dims[d];
-  return stride;
+  return dims_product(s, axis + 1, s->rank);
 }
 
 static LLVMValueRef axis_of(Emitter *e, Index *at, int d) {
@@ -564,14 +569,6 @@ static LLVMValueRef emit_gather(Emitter *e, const GraphNode *n, Index *at) {
   in.axis[1] = axis_of(e, at, r - 1);
   LLVMValueRef v = emit(e, n->inputs[0], &in);
   return LLVMBuildSelect(b, ok, v, cpu_constant(e->gen, n->dtype, 0.0), "");
-}
-
-/* Product of dims[from..to). */
-static int64_t dims_product(const GraphShape *s, int from, int to) {
-  int64_t p = 1;
-  for (int d = from; d < to; d++)
-    p *= s->dims[d];
-  return p;
 }
 
 /* The axes of a reshape's input `in` from those of its output `at`, group
