@@ -10,17 +10,18 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 tfm_install_deps
 build=$root/build-test
 flags=(-DTFM_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo)
+targets=() # all
+# Slow tests (label "slow") are left out of the default suite: ctest -L slow runs them.
+tests=(-LE slow)
 if [ "${1:-}" = "--sanitize" ]; then
   build=$root/build-asan
   flags+=(-DTFM_SANITIZE=ON)
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 elif [ "${1:-}" = "--tsan" ]; then
   build=$root/build-tsan
-  cmake -S "$root" -B "$build" -G Ninja "${flags[@]}" -DTFM_TSAN=ON > "$build.configure.log" 2>&1 ||
-    { cat "$build.configure.log"; exit 1; }
-  cmake --build "$build" -j "$(tfm_jobs)" --target tfmc tfmrt tfmrt_main
-  ctest --test-dir "$build" -j "$(tfm_jobs)" --output-on-failure -L tsan
-  exit
+  flags+=(-DTFM_TSAN=ON)
+  targets=(--target tfmc tfmrt tfmrt_main)
+  tests=(-L tsan)
 elif [ -n "${1:-}" ]; then
   echo "usage: tools/test.sh [--sanitize | --tsan]" >&2
   exit 2
@@ -29,6 +30,5 @@ python=$(tfm_python_with_safetensors "$root/build-pyenv")
 [ -z "$python" ] || flags+=(-DPython3_EXECUTABLE="$python")
 cmake -S "$root" -B "$build" -G Ninja "${flags[@]}" > "$build.configure.log" 2>&1 ||
   { cat "$build.configure.log"; exit 1; }
-cmake --build "$build" -j "$(tfm_jobs)"
-# Slow tests (label "slow") are left out of the default suite: ctest -L slow runs them.
-ctest --test-dir "$build" -j "$(tfm_jobs)" --output-on-failure -LE slow
+cmake --build "$build" -j "$(tfm_jobs)" "${targets[@]}"
+ctest --test-dir "$build" -j "$(tfm_jobs)" --output-on-failure "${tests[@]}"
