@@ -80,6 +80,8 @@ static Target target(void) {
                                   : TARGET_PTXAS;
 }
 
+bool cg_on_gpu(void) { return target() == TARGET_CUDA; }
+
 bool cg_ptxas_available(void) {
   char command[4200];
   snprintf(command, sizeof command, "'%s' --version >/dev/null 2>&1", ptx_ptxas_path());
@@ -231,19 +233,22 @@ double cg_norm_error(const EvalTensor *t, const void *got) {
 }
 
 /* The scale an element's rounding error is measured against. For a dot,
- * sum_k |a_ik| |b_kj| (the evaluator's own dot on |a| and |b|, in f64): the
- * error of any order of summation, fused or not, is bounded by a multiple of
- * it, while |c_ij| can cancel to near zero, where a relative bound on |c_ij|
- * would ask a fused multiply-add to round exactly as the evaluator's
- * separate multiply and add do. Elsewhere the element itself. NULL data
- * means the element itself. */
+ * sum_k |a_ik| |b_kj| (the evaluator's own dot on |a| and |b|, in f64), and
+ * for a sum, sum_i |x_i|: the error of any order of summation, fused or
+ * not, is bounded by a multiple of it, and so is what the inputs' own
+ * errors (each relative to the input) add up to, while the result can
+ * cancel to near zero, where a relative bound on it would ask the GPU's
+ * tree of partial sums or a fused multiply-add to round exactly as the
+ * evaluator's sequential separate multiply and add do. Elsewhere the
+ * element itself. NULL data means the element itself. */
 static EvalTensor error_scale(const GraphNode *node, EvalValues *ref) {
   EvalTensor scale = {0};
-  if (node->op != GRAPH_OP_DOT)
+  int inputs = node->op == GRAPH_OP_DOT ? 2 : node->op == GRAPH_OP_REDUCE_SUM ? 1 : 0;
+  if (inputs == 0 || node->dtype == GRAPH_I32)
     return scale;
   EvalTensor in[2] = {{0}, {0}};
   bool ok = true;
-  for (int i = 0; i < 2; i++) {
+  for (int i = 0; i < inputs; i++) {
     const EvalTensor *x = eval_tensor(ref, node->inputs[i]);
     ok = ok && eval_tensor_alloc(&in[i], GRAPH_F64, &x->shape);
     for (int64_t e = 0; ok && e < x->numel; e++)
@@ -380,7 +385,7 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
   /* On the GPU f32 dots are tf32 tensor-core products (ptx_dot.c): the
    * reference rounds their operands the same way, so what is left between
    * the two is the order of the sums, which the tolerances are for. */
-  eval_set_tf32_dots(ref, target() == TARGET_CUDA);
+  eval_set_tf32_dots(ref, cg_on_gpu());
   GraphId step = graph_find_leaf(g, "step");
   for (int s = 1; s <= options->steps; s++) {
     if (step != GRAPH_NONE) {

@@ -69,6 +69,11 @@ bool cg_check_graph(const char *name, Graph *g, CgFillFn fill);
  * against `reference` in the 2-norm, as CgRunOptions.norm compares. */
 double cg_norm_error(const EvalTensor *reference, const void *values);
 
+/* Whether cg_run runs the kernels on the GPU (TFM_CG_TARGET=cuda): its
+ * reference then rounds f32 dot operands to tf32, as the tensor cores do,
+ * and the GPU's sums run in other orders than the evaluator's. */
+bool cg_on_gpu(void);
+
 /* Called first by each suite: with TFM_CG_TARGET=ptxas and no ptxas, says
  * so and exits 77 (skipped). */
 int cg_start(const char *suite);

@@ -145,7 +145,7 @@ static bool agree(const char *label, const char *what, EvalValues *a, GraphId a_
     if (e <= CG_ROUNDING_FACTOR * own)
       return true;
     fprintf(stderr, "%s: %s: the lowered and the optimised graph differ by %.3g in the 2-norm "
-            "(bf16 rounding alone: %.3g)\n", label, what, e, own);
+            "(bf16 or tf32 rounding alone: %.3g)\n", label, what, e, own);
     return CG_CHECK(false);
   }
   fprintf(stderr, "%s: %s: the lowered and the optimised graph differ by %.3g in the 2-norm\n",
@@ -217,7 +217,12 @@ static void check_model(const ModelCase *mc, int train, const char *what) {
   raw_ref = eval_new(raw, GRAPH_F32);
   opt_ref = eval_new(opt, GRAPH_F32);
   opt_f64 = eval_new(opt, GRAPH_F64);
-  if (mc->bf16)
+  /* On the GPU cg_run evaluates opt_ref with tf32 dot operands: the
+   * lowered graph's evaluation does too, and the two are held, as bf16
+   * ones are, to a multiple of what that rounding alone moves them. */
+  bool rounded = mc->bf16 || cg_on_gpu();
+  eval_set_tf32_dots(raw_ref, cg_on_gpu());
+  if (rounded)
     raw_f64 = eval_new(raw, GRAPH_F64);
   if ((raw_f64 && !fill_leaves(raw, raw_f64, init, init_values, mc->vocab)) ||
       !fill_leaves(raw, raw_ref, init, init_values, mc->vocab) ||
@@ -227,7 +232,7 @@ static void check_model(const ModelCase *mc, int train, const char *what) {
   CgRunOptions options = {.steps = 1, .tolerance = mc->bf16 ? TOLERANCE_BF16 : TOLERANCE,
                           .norm = true, .rounding = opt_f64};
   cg_run(label, opt, opt_ref, &options);
-  check_passes(label, raw, raw_ref, raw_f64, opt, opt_ref, mc->bf16 ? opt_f64 : NULL);
+  check_passes(label, raw, raw_ref, raw_f64, opt, opt_ref, rounded ? opt_f64 : NULL);
   printf("      %s: %d nodes lowered, %d optimised, %d outputs; %.1f s\n", label, graph_count(raw),
          graph_count(opt), graph_num_outputs(opt), seconds() - start);
 done:
