@@ -29,6 +29,9 @@
 #define PTX_ROW_BLOCK_THREADS 256
 #define PTX_ROW_WARP_MAX 1024
 #define PTX_ROW_SHUFFLES 5 /* log2(PTX_WARP) */
+/* Threads below which a launch leaves much of a GPU idle (an H100 or H200
+ * holds 132 x 2048 resident threads; a quarter of that). */
+#define PTX_FILL_THREADS 65536
 
 /* Threads that share a row whose longest loop (reduction or elementwise
  * part) has `length` elements. */

@@ -260,6 +260,18 @@ static void reductions(void) {
   graph_output(g, "sum", graph_reduce(g, GRAPH_OP_REDUCE_SUM, x, 2));
   graph_output(g, "max", graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, 1));
   cg_check_graph("reduce f64", g, NULL);
+
+  /* Leading-axes reductions with few outputs and long columns: on the GPU
+   * the threads of a warp (40 rows) or of a block (1100 rows) share each
+   * output element (ptx_row.c), the block's tanh and product fused in. */
+  g = graph_new();
+  x = in(g, "x", GRAPH_F32, SHAPE(40, 7, 3));
+  GraphId w = in(g, "w", GRAPH_F32, SHAPE(1100, 3)), z = in(g, "z", GRAPH_F32, SHAPE(1100, 3));
+  graph_output(g, "warp columns", graph_reduce(g, GRAPH_OP_REDUCE_SUM, x, 3));
+  graph_output(g, "warp columns max", graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, 1));
+  GraphId tz = graph_binary(g, GRAPH_OP_MUL, graph_unary(g, GRAPH_OP_TANH, w), z);
+  graph_output(g, "block columns", graph_reduce(g, GRAPH_OP_REDUCE_SUM, tz, 1));
+  cg_check_graph("long columns", g, NULL);
 }
 
 static void movement(void) {
