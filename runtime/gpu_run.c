@@ -3,10 +3,13 @@
  * a --gemm=cublas build called through cuBLAS (runtime/cublas.c). */
 #include "gpu.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "model.h"
+#include "profile.h"
 
 #define ARENA_ALIGN 256
 
@@ -22,6 +25,33 @@ static tfm_cuda *cuda;
 static void refuse(void) {
   fprintf(stderr, "%s\n", tfm_error());
   exit(1);
+}
+
+/* TFM_CUDA_SYNC=1 waits for each kernel and names the one that failed
+ * (launches are asynchronous: otherwise a fault shows at the end of the
+ * run, in cuCtxSynchronize, with no kernel named). For debugging: slow. */
+static bool sync_each_launch(void) {
+  static int on = -1;
+  if (on < 0) {
+    const char *v = getenv("TFM_CUDA_SYNC");
+    on = v && *v && strcmp(v, "0") != 0;
+  }
+  return on;
+}
+
+/* After launch `index`, started at `start_ns`: under TFM_CUDA_SYNC or
+ * --profile, waits for it, names it if it failed, and times it for the
+ * profile (wall time, the launch's own overhead included). */
+static void finish_launch(const tfm_gpu_launch *l, int64_t index, int64_t start_ns) {
+  if (!sync_each_launch() && !tfm_profiling) return;
+  if (!tfm_cuda_synchronize(cuda)) {
+    if (tfm_profiling) tfm_profile_kernel((int32_t)index, tfm_profile_now_ns() - start_ns);
+    return;
+  }
+  char first[512];
+  snprintf(first, sizeof first, "%s", tfm_error());
+  tfm_fail("%s (launch %lld, %s)", first, (long long)index, l->entry ? l->entry : "cuBLAS dot");
+  refuse();
 }
 
 unsigned tfm_gpu_blocks(int64_t items, int64_t block_threads) {
@@ -85,15 +115,18 @@ void tfm_gpu_run(const tfm_gpu_program *p, uint8_t *persistent, uint8_t *scratch
     int64_t items;
     tfm_gpu_pack(p, i, dev_persistent, dev_scratch, pointers, &items, params);
     const tfm_gpu_launch *l = &p->launches[i];
+    int64_t start_ns = tfm_profiling ? tfm_profile_now_ns() : 0;
     if (l->gemm) { /* a dot of x with itself has one input buffer */
       if (tfm_gpu_gemm(l->gemm, pointers[0], pointers[1], pointers[l->num_args > 2 ? 2 : 1]))
         refuse();
+      finish_launch(l, i, start_ns);
       continue;
     }
     unsigned grid[3] = {tfm_gpu_blocks(items, p->block_threads), 1, 1};
     unsigned block[3] = {(unsigned)p->block_threads, 1, 1};
     /* Launches are asynchronous: the parameters are copied at the call. */
     if (tfm_cuda_launch(cuda, s->kernels[i], grid, block, 0, params)) refuse();
+    finish_launch(l, i, start_ns);
   }
   free(pointers);
   free(params);
