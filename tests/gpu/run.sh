@@ -1,42 +1,67 @@
 #!/usr/bin/env bash
 # The GPU checks, for a machine with an NVIDIA GPU (under 5 minutes):
-#  1. builds tfm (build-gpu/);
+#  1. builds tfm (build-gpu/), unless --prebuilt names a build made elsewhere;
 #  2. compiled vs evaluator on the GPU: every primitive, the fused rows, an
 #     MLP's training steps and both models (gradients and a training step),
-#     the codegen suites run with TFM_CG_TARGET=cuda;
+#     the four codegen suites run side by side with TFM_CG_TARGET=cuda;
 #  3. trains gpt-small (models/gpt.tfm defaults) for 50 steps built with
 #     --target cuda, again with --target cuda --gemm=cublas (the dots
 #     through cuBLAS), and with --target cpu: the step-50 losses must agree;
-#  4. prints a table: checks passed, step time, achieved TFLOP/s (counted
-#     as 6 x parameters x tokens per step, the usual estimate).
+#  4. times the same step in PyTorch eager on the GPU (bench/torch_gpt_cuda.py,
+#     tf32 products), when python3 has torch with CUDA;
+#  5. prints a table: checks passed, step times, the ratio to PyTorch and
+#     achieved TFLOP/s (counted as 6 x parameters x tokens per step, the
+#     usual estimate).
 # Without a GPU it says "no GPU" and exits 0.
-# usage: tests/gpu/run.sh [--gpu-arch sm_80|sm_90]
-set -euo pipefail
+# usage: tests/gpu/run.sh [--gpu-arch sm_80|sm_90] [--prebuilt BUILD] [--logs DIR]
+#   --prebuilt BUILD  use the Release build in BUILD as it is and build nothing
+#                     (for a GPU machine without LLVM's headers: build where
+#                     they are, at the same path, and bring BUILD along)
+#   --logs DIR        keep every log in DIR, a --profile of 13 GPU steps too
+#                     (default: a temporary folder, removed at the end)
+set -uo pipefail # not -e: a part that fails is counted and the table still printed
 root=$(cd "$(dirname "$0")/../.." && pwd)
-arch=sm_80
-if [ "${1:-}" = "--gpu-arch" ]; then arch=$2; fi
+arch=sm_80 build=$root/build-gpu prebuilt=no work='' keep_logs=no
+while [ $# -gt 0 ]; do
+  case $1 in
+  --gpu-arch) arch=$2; shift 2 ;;
+  --prebuilt) build=$(cd "$2" && pwd) prebuilt=yes; shift 2 ;;
+  --logs) mkdir -p "$2" && work=$(cd "$2" && pwd) keep_logs=yes; shift 2 ;;
+  *) echo "usage: tests/gpu/run.sh [--gpu-arch sm_80|sm_90] [--prebuilt BUILD] [--logs DIR]" >&2
+     exit 2 ;;
+  esac
+done
 if ! ldconfig -p 2> /dev/null | grep -q 'libcuda\.so\.1 ' ||
    { command -v nvidia-smi > /dev/null && ! nvidia-smi -L 2> /dev/null | grep -q '^GPU '; }; then
   echo "no GPU"
   exit 0
 fi
 start=$(date +%s)
-build=$root/build-gpu
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-echo "== build"
-cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$work/cmake.log"
-ninja -C "$build" > "$work/ninja.log" || { tail -20 "$work/ninja.log"; exit 1; }
+if [ -z "$work" ]; then
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+fi
+if [ $prebuilt = no ]; then
+  echo "== build"
+  cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release > "$work/cmake.log" ||
+    { tail -20 "$work/cmake.log"; exit 1; }
+  ninja -C "$build" > "$work/ninja.log" || { tail -20 "$work/ninja.log"; exit 1; }
+fi
 tfmc=$build/compiler/tfmc
+passed=0 failed=0
 
 echo "== compiled vs evaluator on the GPU"
-passed=0 failed=0
-for suite in ops fusion train models; do
+suites=(ops fusion train models)
+declare -A pid
+for suite in "${suites[@]}"; do
+  TFM_CG_TARGET=cuda timeout 150 "$build/tests/codegen/codegen_$suite" > "$work/$suite.log" 2>&1 &
+  pid[$suite]=$!
+done
+for suite in "${suites[@]}"; do
   status=0
-  TFM_CG_TARGET=cuda timeout 150 "$build/tests/codegen/codegen_$suite" > "$work/$suite.log" 2>&1 ||
-    status=$?
-  ok=$(grep -c '^ok ' "$work/$suite.log" || true)
-  bad=$(grep -c '^FAIL ' "$work/$suite.log" || true)
+  wait "${pid[$suite]}" || status=$?
+  ok=$(grep -c '^ok ' "$work/$suite.log")
+  bad=$(grep -c '^FAIL ' "$work/$suite.log")
   if [ $status -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi
   passed=$((passed + ok)) failed=$((failed + bad))
   printf '  codegen_%-7s %3d ok, %d failed\n' "$suite" "$ok" "$bad"
@@ -45,53 +70,83 @@ done
 
 echo "== gpt-small, 50 steps"
 corpus=$build/examples/textlm/corpus.txt
-"$tfmc" build "$root/models/gpt.tfm" --target cuda --gpu-arch "$arch" -o "$work/gpt_cuda"
-"$tfmc" build "$root/models/gpt.tfm" --target cuda --gpu-arch "$arch" --gemm=cublas \
-  -o "$work/gpt_cublas"
-"$tfmc" build "$root/models/gpt.tfm" -o "$work/gpt_cpu"
-timed() { # BINARY STEPS -> seconds; the log in $work/log.STEPS
+gpt=$root/models/gpt.tfm
+build_gpt() { # NAME tfmc-build-options...
+  local name=$1
+  shift
+  "$tfmc" build "$gpt" "$@" -o "$work/$name" > "$work/build_$name.log" 2>&1 ||
+    { echo "  tfmc build $* failed:"; tail -5 "$work/build_$name.log"; }
+}
+build_gpt gpt_cuda --target cuda --gpu-arch "$arch"
+build_gpt gpt_cublas --target cuda --gpu-arch "$arch" --gemm=cublas
+build_gpt gpt_cpu
+train() { # NAME STEPS: seconds on stdout, empty when it failed; the log in $work/NAME.STEPS
   local t0 t1
   t0=$(date +%s.%N)
-  "$1" train --data "$corpus" --steps "$2" --log-every 50 > "$work/log.$2"
+  if ! timeout 60 "$work/$1" train --data "$corpus" --steps "$2" --log-every 50 \
+         > "$work/$1.$2" 2>&1; then
+    echo "  $1 train --steps $2 failed:" >&2
+    tail -3 "$work/$1.$2" >&2
+    return
+  fi
   t1=$(date +%s.%N)
   awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }'
 }
 # (time of 55 steps - time of 5) / 50: start-up and module loading cancel.
-short=$(timed "$work/gpt_cuda" 5)
-long=$(timed "$work/gpt_cuda" 55)
-step=$(awk -v l="$long" -v s="$short" 'BEGIN { print (l - s) / 50 }')
-gpu_loss=$(awk '/^step 50\// { print $4 }' "$work/log.55")
-short=$(timed "$work/gpt_cublas" 5)
-long=$(timed "$work/gpt_cublas" 55)
-cublas_step=$(awk -v l="$long" -v s="$short" 'BEGIN { print (l - s) / 50 }')
-cublas_loss=$(awk '/^step 50\// { print $4 }' "$work/log.55")
-timed "$work/gpt_cpu" 50 > /dev/null
-cpu_loss=$(awk '/^step 50\// { print $4 }' "$work/log.50")
-params=$("$tfmc" stats "$root/models/gpt.tfm" | awk '$1 == "total" { gsub(",", "", $2); print $2 }')
-tokens=$((16 * 128))
-tflops=$(awk -v p="$params" -v t="$tokens" -v s="$step" 'BEGIN { print 6 * p * t / s / 1e12 }')
-agrees() { # LOSS CPU_LOSS: within 1e-3 relative
-  awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-3 * (b < 0 ? -b : b)) }'
+# The driver compiles a module's PTX at its first load and caches the
+# result: an untimed first run keeps that compilation out of both.
+step_time() { # NAME -> seconds a step
+  local short long
+  train "$1" 1 > /dev/null
+  short=$(train "$1" 5)
+  long=$(train "$1" 55)
+  [ -n "$short" ] && [ -n "$long" ] && awk -v l="$long" -v s="$short" 'BEGIN { print (l - s) / 50 }'
 }
-if agrees "$gpu_loss" "$cpu_loss"; then
-  passed=$((passed + 1)); agree=yes
-else
-  failed=$((failed + 1)); agree=NO
-fi
-if agrees "$cublas_loss" "$cpu_loss"; then
-  passed=$((passed + 1)); cublas_agree=yes
-else
-  failed=$((failed + 1)); cublas_agree=NO
+loss50() { awk '/^step 50\// { print $4 }' "$work/$1" 2> /dev/null; }
+step=$(step_time gpt_cuda)
+gpu_loss=$(loss50 gpt_cuda.55)
+cublas_step=$(step_time gpt_cublas)
+cublas_loss=$(loss50 gpt_cublas.55)
+train gpt_cpu 50 > /dev/null
+cpu_loss=$(loss50 gpt_cpu.50)
+if [ $keep_logs = yes ] && [ -x "$work/gpt_cuda" ]; then
+  timeout 60 "$work/gpt_cuda" train --data "$corpus" --steps 13 --profile > "$work/profile.log" 2>&1
 fi
 
+ms() { [ -n "$1" ] && awk -v s="$1" 'BEGIN { printf "%.2f ms", s * 1000 }' || echo failed; }
+torch_step='' torch_row="no PyTorch with CUDA here"
+if python3 -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2> /dev/null; then
+  echo "== PyTorch eager, the same step"
+  torch_step=$(timeout 120 python3 "$root/bench/torch_gpt_cuda.py" 2> "$work/torch.log" |
+               awk '/^median step/ { print $3 / 1000 }')
+  torch_row=$(ms "$torch_step")
+fi
+
+params=$("$tfmc" stats "$gpt" | awk '$1 == "total" { gsub(",", "", $2); print $2 }')
+tokens=$((16 * 128))
+agrees() { # LOSS CPU_LOSS: within 1e-3 relative
+  awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * (b < 0 ? -b : b)) }'
+}
+verdict() { agrees "$1" "$cpu_loss" && echo yes || echo NO; }
+ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }' || echo -; }
+tflops() { [ -n "$1" ] && awk -v p="$params" -v t="$tokens" -v s="$1" 'BEGIN { printf "%.3f", 6 * p * t / s / 1e12 }' || echo -; }
+agree=$(verdict "$gpu_loss")
+cublas_agree=$(verdict "$cublas_loss")
+for a in "$agree" "$cublas_agree"; do
+  if [ "$a" = yes ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+done
+
 echo
-echo "| GPU checks ($arch)                      | result |"
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader 2> /dev/null | head -1)
+echo "| GPU checks ($arch, ${gpu_name:-unknown GPU}) | result |"
 echo "|-----------------------------------------|--------|"
 printf '| compiled vs evaluator checks passed      | %d of %d |\n' "$passed" $((passed + failed))
-printf '| gpt-small loss at step 50, GPU vs CPU    | %s vs %s (%s) |\n' "$gpu_loss" "$cpu_loss" "$agree"
-printf '| gpt-small loss, --gemm=cublas vs CPU     | %s vs %s (%s) |\n' "$cublas_loss" "$cpu_loss" "$cublas_agree"
-printf '| gpt-small step time                      | %.1f ms |\n' "$(awk -v s="$step" 'BEGIN { print s * 1000 }')"
-printf '| gpt-small step time, --gemm=cublas       | %.1f ms |\n' "$(awk -v s="$cublas_step" 'BEGIN { print s * 1000 }')"
-printf '| achieved TFLOP/s (6 x %s params x %d tokens) | %.3f |\n' "$params" "$tokens" "$tflops"
+printf '| gpt-small loss at step 50, GPU vs CPU    | %s vs %s (%s) |\n' "${gpu_loss:--}" "${cpu_loss:--}" "$agree"
+printf '| gpt-small loss, --gemm=cublas vs CPU     | %s vs %s (%s) |\n' "${cublas_loss:--}" "${cpu_loss:--}" "$cublas_agree"
+printf '| gpt-small step time                      | %s |\n' "$(ms "$step")"
+printf '| gpt-small step time, --gemm=cublas       | %s |\n' "$(ms "$cublas_step")"
+printf '| PyTorch eager step (torch_gpt_cuda.py)   | %s |\n' "$torch_row"
+printf '| step time / PyTorch, tiled; cuBLAS       | %s; %s |\n' "$(ratio "$step" "$torch_step")" "$(ratio "$cublas_step" "$torch_step")"
+printf '| achieved TFLOP/s (6 x %s params x %d tokens), tiled; cuBLAS | %s; %s |\n' "$params" "$tokens" "$(tflops "$step")" "$(tflops "$cublas_step")"
 printf '| wall time                                | %d s |\n' $(($(date +%s) - start))
 [ "$failed" -eq 0 ]
