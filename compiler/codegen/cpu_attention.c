@@ -24,11 +24,23 @@
  * the other side's rows transposed once per batch (block_dots), keys or
  * queries as lanes; past a stack limit and on the GPU they are one dot
  * product per pair (dot_rows). Dot products and the accumulations run over
- * the head size in vectors of the target's width (one lane on the GPU),
- * the tail in scalars. */
+ * the head size in vectors of the target's width, the tail in scalars.
+ *
+ * On the GPU a warp shares each row (CpuLanes): a "vector" of 32 elements
+ * is one element a lane (neighbouring lanes, neighbouring elements of a q,
+ * k, v or do row: coalesced), a dot product's lane sum is the warp's
+ * shuffle sum, and everything else (scores, softmax, the tail) every lane
+ * computes alike. Its private arrays (accumulators, a block's scores) keep
+ * a lane's element of the chunk starting at h at index h. One thread a row
+ * left a kernel 8192 threads (gpt-small), too few to hide their latency:
+ * on an H200 the four attention kernels of a layer took 5 ms a step. */
 #include <math.h>
+#include <stdlib.h>
 
 #include "cpu_internal.h"
+
+/* Private arrays a tile allocates (row_array), for lane mode's indexing. */
+#define MAX_PRIVATE 16
 
 typedef struct Att {
   CpuGen *gen;
@@ -36,6 +48,10 @@ typedef struct Att {
   LLVMTypeRef t;  /* element type */
   int width;      /* lanes of a vector chunk; 1 = scalars only */
   LLVMValueRef fn;
+  const CpuLanes *lanes; /* the GPU's: width = lanes->lanes; else NULL */
+  LLVMValueRef lane;     /* with lanes: this thread's lane of its row */
+  LLVMValueRef private_arrays[MAX_PRIVATE];
+  int num_private;
 } Att;
 
 static LLVMValueRef i64c(Att *a, int64_t v) { return cpu_i64(a->gen, v); }
@@ -47,15 +63,32 @@ static LLVMValueRef imul(Att *a, LLVMValueRef x, int64_t c) {
   return LLVMBuildMul(a->b, x, i64c(a, c), "");
 }
 
-static LLVMTypeRef lanes_type(Att *a, int w) { return w > 1 ? LLVMVectorType(a->t, (unsigned)w) : a->t; }
+/* A chunk of w elements: a vector, or on the GPU one element a lane. */
+static LLVMTypeRef lanes_type(Att *a, int w) {
+  return w > 1 && !a->lanes ? LLVMVectorType(a->t, (unsigned)w) : a->t;
+}
+
+static bool is_private(const Att *a, LLVMValueRef base) {
+  for (int i = 0; i < a->num_private; i++)
+    if (a->private_arrays[i] == base) return true;
+  return false;
+}
+
+/* Where a chunk of w elements of `base` from `index` is: on the GPU a
+ * whole chunk's element is the lane's, at index + lane in memory all
+ * threads see and at index in a private array. */
+static LLVMValueRef chunk_element(Att *a, LLVMValueRef base, LLVMValueRef index, int w) {
+  if (a->lanes && w > 1 && !is_private(a, base)) index = LLVMBuildAdd(a->b, index, a->lane, "");
+  return cpu_element(a->gen, a->t, base, index);
+}
 
 static unsigned elem_align(const Att *a) { return a->t == a->gen->f64 ? 8 : 4; }
 
 /* w elements of `base` (a T*) from `index`. */
 static LLVMValueRef load_w(Att *a, LLVMValueRef base, LLVMValueRef index, int w) {
-  LLVMValueRef p = cpu_element(a->gen, a->t, base, index);
+  LLVMValueRef p = chunk_element(a, base, index, w);
   LLVMTypeRef ty = lanes_type(a, w);
-  if (w > 1) p = LLVMBuildBitCast(a->b, p, LLVMPointerType(ty, 0), "");
+  if (ty != a->t) p = LLVMBuildBitCast(a->b, p, LLVMPointerType(ty, 0), "");
   LLVMValueRef v = LLVMBuildLoad2(a->b, ty, p, "");
   LLVMSetAlignment(v, elem_align(a));
   return v;
@@ -63,15 +96,15 @@ static LLVMValueRef load_w(Att *a, LLVMValueRef base, LLVMValueRef index, int w)
 
 static LLVMValueRef store_w(Att *a, LLVMValueRef value, LLVMValueRef base, LLVMValueRef index,
                             int w) {
-  LLVMValueRef p = cpu_element(a->gen, a->t, base, index);
-  if (w > 1) p = LLVMBuildBitCast(a->b, p, LLVMPointerType(lanes_type(a, w), 0), "");
+  LLVMValueRef p = chunk_element(a, base, index, w);
+  if (lanes_type(a, w) != a->t) p = LLVMBuildBitCast(a->b, p, LLVMPointerType(lanes_type(a, w), 0), "");
   LLVMValueRef s = LLVMBuildStore(a->b, value, p);
   LLVMSetAlignment(s, elem_align(a));
   return s;
 }
 
 static LLVMValueRef splat_w(Att *a, LLVMValueRef x, int w) {
-  if (w == 1) return x;
+  if (lanes_type(a, w) == a->t) return x;
   LLVMTypeRef vt = lanes_type(a, w);
   LLVMValueRef v = LLVMBuildInsertElement(a->b, LLVMGetUndef(vt), x, cpu_i32(a->gen, 0), "");
   LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(a->gen->i32, (unsigned)w));
@@ -84,8 +117,9 @@ static LLVMValueRef fmuladd(Att *a, LLVMValueRef x, LLVMValueRef y, LLVMValueRef
   return cpu_intrinsic(a->gen, "llvm.fmuladd", &ty, 1, args, 3);
 }
 
-/* Sum of the lanes of v, pairwise. */
+/* Sum of the lanes of v, pairwise (on the GPU, the warp's shuffle sum). */
 static LLVMValueRef hsum(Att *a, LLVMValueRef v, int w) {
+  if (a->lanes) return w > 1 ? a->lanes->sum(a->gen, v, a->lane) : v;
   while (w > 1) {
     int h = w / 2;
     LLVMValueRef lo[32], hi[32];
@@ -229,7 +263,12 @@ static LLVMValueRef max_t(Att *a, LLVMValueRef x, LLVMValueRef y) {
 
 static LLVMValueRef row_array(Att *a, int64_t len, const char *name) {
   LLVMValueRef arr = cpu_entry_alloca(a->gen, LLVMArrayType(a->t, (unsigned)len), name);
-  return LLVMBuildBitCast(a->b, arr, LLVMPointerType(a->t, 0), "");
+  LLVMValueRef base = LLVMBuildBitCast(a->b, arr, LLVMPointerType(a->t, 0), "");
+  if (a->lanes) { /* one row a tile there: five arrays */
+    if (a->num_private == MAX_PRIVATE) abort();
+    a->private_arrays[a->num_private++] = base;
+  }
+  return base;
 }
 
 /* Vectors x and y, each `groups` runs of partial sums, folded into one of
@@ -389,7 +428,7 @@ static void block_exp(Att *a, LLVMValueRef s, LLVMValueRef sub, LLVMValueRef sub
 /* The largest of s[0..BLOCK) (-inf when all are): vectors of the target's
  * width folded lane-wise, then in halves. */
 static LLVMValueRef block_max(Att *a, LLVMValueRef s) {
-  int w = a->width > 1 && BLOCK % a->width == 0 ? a->width : 1;
+  int w = a->width > 1 && !a->lanes && BLOCK % a->width == 0 ? a->width : 1;
   LLVMValueRef m = load_w(a, s, i64c(a, 0), w);
   for (int at = w; at < BLOCK; at += w) m = max_t(a, m, load_w(a, s, i64c(a, at), w));
   for (; w > 1; w /= 2) {
@@ -848,7 +887,8 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
   }
 }
 
-void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) {
+void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel,
+                               const CpuLanes *lanes) {
   const Graph *g = gen->graph;
   const GraphNode *n = graph_node(g, kernel->root);
   GraphOp op = n->op;
@@ -857,7 +897,8 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
   int r = qs->rank;
   Att a = {.gen = gen, .b = gen->builder, .t = cpu_type(gen, n->dtype)};
   int bits = a.t == gen->f64 ? 64 : 32;
-  a.width = gen->vector_bits >= 2 * bits ? gen->vector_bits / bits : 1;
+  a.width = lanes ? lanes->lanes : gen->vector_bits >= 2 * bits ? gen->vector_bits / bits : 1;
+  a.lanes = lanes;
   a.fn = cpu_kernel_function(gen, function);
   LLVMBuilderRef b = a.b;
   AttKernel c = {.op = op, .causal = n->attrs.causal, .t = qs->dims[r - 2], .d = qs->dims[r - 1]};
@@ -871,6 +912,11 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
   c.rows_per_batch = c.query_rows ? c.t : c.s;
   LLVMValueRef args = LLVMGetParam(a.fn, 0);
   LLVMValueRef begin = LLVMGetParam(a.fn, 1), end = LLVMGetParam(a.fn, 2);
+  if (lanes) { /* the items of one row, one a lane */
+    a.lane = LLVMBuildURem(b, begin, i64c(&a, lanes->lanes), "lane");
+    begin = LLVMBuildUDiv(b, begin, i64c(&a, lanes->lanes), "row");
+    end = iadd(&a, begin, i64c(&a, 1));
+  }
   LLVMValueRef in[7] = {NULL};
   for (int i = 0; i < n->num_inputs; i++)
     in[i] = cpu_kernel_arg(gen, args, arg_of(gen, kernel, n->inputs[i]), a.t);
@@ -896,7 +942,7 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
   c.tr_len = (other_len + BLOCK - 1) / BLOCK * BLOCK;
   bool with_dp = op == GRAPH_OP_ATTENTION_GRAD_Q || op == GRAPH_OP_ATTENTION_GRAD_K;
   int64_t tr_bytes = (c.d + (with_dp ? c.dv : 0)) * c.tr_len * (bits / 8);
-  if (a.width > 1 && tr_bytes <= TRANSPOSED_MAX_BYTES) {
+  if (a.width > 1 && !lanes && tr_bytes <= TRANSPOSED_MAX_BYTES) {
     c.tr_s = tr_array(&a, c.d * c.tr_len);
     c.tr_dp = with_dp ? tr_array(&a, c.dv * c.tr_len) : NULL;
     c.tr_batch = slot(&a, gen->i64, i64c(&a, -1));
@@ -906,7 +952,7 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) 
 
   /* Rows in tiles of TILE while a whole tile fits in the range and in its
    * batch, the rest one by one. */
-  int tile = a.width > 1 ? TILE : 1;
+  int tile = a.width > 1 && !lanes ? TILE : 1;
   LLVMValueRef row_slot = slot(&a, gen->i64, begin);
   LLVMBasicBlockRef header = LLVMAppendBasicBlockInContext(gen->context, a.fn, "rows");
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(gen->context, a.fn, "tile");

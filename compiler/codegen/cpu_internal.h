@@ -117,9 +117,19 @@ void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);
 int64_t cpu_dot_column_block(const CpuGen *gen, const Kernel *kernel);
 int64_t cpu_dot_items(const CpuGen *gen, const Kernel *kernel);
 void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel);
+/* The GPU's lanes sharing one attention row (ptx_row.c): lane l of a row
+ * takes elements l, l + lanes, ... of each whole chunk of `lanes` elements
+ * of the head's vectors, and `sum` adds a value over the row's lanes, every
+ * lane getting the same bits. */
+typedef struct CpuLanes {
+  int lanes;
+  LLVMValueRef (*sum)(CpuGen *gen, LLVMValueRef value, LLVMValueRef lane);
+} CpuLanes;
 /* cpu_attention.c: the fused attention ops, one output row per range item
- * (vectors of gen->vector_bits; scalars when it is 0, as on the GPU). */
-void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel);
+ * (vectors of gen->vector_bits; scalars when it is 0), or with `lanes`
+ * (the GPU) one row per `lanes` consecutive items. */
+void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel,
+                               const CpuLanes *lanes);
 void cpu_emit_entry(CpuGen *gen);
 /* The parts of cpu_emit_entry that a CUDA host module shares. */
 void cpu_emit_update(CpuGen *gen);

@@ -55,8 +55,8 @@ void ptx_entry_name(const char *prefix, int function, char *name, size_t size) {
  * so neighbouring threads write neighbouring elements (coalesced) and there
  * are numel threads, not numel / last dimension. A kernel with a hoisted
  * row reduction keeps its rows; the launch then gives each row a warp or a
- * block (ptx_row_split_threads), and so does it for each output element of
- * a root reduction over its input's last axis. */
+ * block (ptx_row_sharing), and so does it for each output element of a
+ * long root reduction, and an attention kernel a warp to each of its rows. */
 static int thread_axes(const KernelPlan *plan, const Kernel *k) {
   if (k->kind == KERNEL_LOOP && k->num_hoisted == 0)
     return graph_node(plan->graph, k->root)->shape.rank;
@@ -85,7 +85,7 @@ int64_t ptx_work_items(const KernelPlan *plan, int kernel) {
   const GraphNode *root = graph_node(plan->graph, k->root);
   if (k->kind == KERNEL_DOT && ptx_dot_tiled(root))
     return ptx_dot_tiled_items(root);
-  int64_t threads = ptx_row_split_threads(plan, kernel);
+  int64_t threads = ptx_row_sharing(plan, kernel);
   return thread_items(plan, kernel) * (threads > 0 ? threads : 1);
 }
 
@@ -229,7 +229,7 @@ static bool generate(CpuGen *gen, LLVMValueRef *entries, bool cublas) {
     else if (k->kind == KERNEL_SCATTER)
       cpu_emit_scatter_kernel(gen, f, k);
     else if (k->kind == KERNEL_ATTENTION)
-      cpu_emit_attention_kernel(gen, f, k);
+      ptx_emit_attention_kernel(gen, f, k);
     else if ((threads = ptx_row_split_threads(plan, plan->function_kernel[f])) > 0)
       ptx_emit_row_kernel(gen, f, k, threads);
     else

@@ -18,7 +18,13 @@ int64_t ptx_dot_tiled_items(const GraphNode *dot);
  * keeps one thread a row (or an element); and such a kernel's function
  * (one work item a thread of a row). */
 int64_t ptx_row_split_threads(const KernelPlan *plan, int kernel);
+/* The threads that share each row of a kernel's launch: a warp for an
+ * attention kernel's rows, ptx_row_split_threads for a loop's, else 0. */
+int64_t ptx_row_sharing(const KernelPlan *plan, int kernel);
 void ptx_emit_row_kernel(CpuGen *gen, int function, const Kernel *kernel, int64_t threads);
+/* An attention kernel with a warp a row (cpu_attention.c's lanes): its
+ * launch has PTX_WARP work items a row. */
+void ptx_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel);
 
 /* A module-level shared-memory (addrspace 3) array of `count` elements,
  * internal and uninitialised, and a pointer to its element i. */

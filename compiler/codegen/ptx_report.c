@@ -110,8 +110,9 @@ int ptx_report_resources(const KernelPlan *plan, const char *arch, FILE *out, ch
   for (int f = 0; f < plan->num_functions; f++) {
     const Kernel *k = &plan->kernels[plan->function_kernel[f]];
     const PtxResources *r = &per[f];
-    /* Row reductions: the threads sharing a row (ptx_row.h), a warp or a block. */
-    int64_t threads = ptx_row_split_threads(plan, plan->function_kernel[f]);
+    /* Row reductions and attention: the threads sharing a row (ptx_row.h),
+     * a warp or a block. */
+    int64_t threads = ptx_row_sharing(plan, plan->function_kernel[f]);
     fprintf(out, "k%-9d %-12s %10d %12ld %11ld %6ld %6s\n", f,
             graph_op_name(graph_node(plan->graph, k->root)->op), r->registers, r->spill_stores,
             r->spill_loads, r->stack,

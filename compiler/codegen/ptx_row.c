@@ -69,6 +69,11 @@ int64_t ptx_row_split_threads(const KernelPlan *plan, int kernel) {
   return ptx_row_threads(length);
 }
 
+int64_t ptx_row_sharing(const KernelPlan *plan, int kernel) {
+  return plan->kernels[kernel].kind == KERNEL_ATTENTION ? PTX_WARP
+                                                        : ptx_row_split_threads(plan, kernel);
+}
+
 static LLVMValueRef i32(CpuGen *gen, int64_t v) { return cpu_i32(gen, (int32_t)v); }
 
 /* shfl.sync.bfly over the whole warp (mask ~0, clamp 31): lane ^ offset's
@@ -136,6 +141,25 @@ static LLVMValueRef combine(CpuGen *gen, int function, int slot, const GraphNode
     acc = cpu_reduction_step(gen, reduce, acc,
                              LLVMBuildLoad2(b, t, ptx_shared_element(gen, slots, cpu_i64(gen, w)), ""));
   return acc;
+}
+
+/* CpuLanes.sum for an attention row's warp: the butterfly of combine, as
+ * a plain sum (every pair added as (lower lane, upper lane)). */
+static LLVMValueRef warp_sum(CpuGen *gen, LLVMValueRef v, LLVMValueRef lane) {
+  LLVMBuilderRef b = gen->builder;
+  for (int i = 0; i < PTX_ROW_SHUFFLES; i++) {
+    int offset = ptx_row_offset(i);
+    LLVMValueRef other = shuffle(gen, v, offset);
+    LLVMValueRef lower = LLVMBuildICmp(
+        b, LLVMIntEQ, LLVMBuildAnd(b, lane, cpu_i64(gen, offset), ""), cpu_i64(gen, 0), "");
+    v = LLVMBuildFAdd(b, LLVMBuildSelect(b, lower, v, other, ""),
+                      LLVMBuildSelect(b, lower, other, v, ""), "");
+  }
+  return v;
+}
+
+void ptx_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) {
+  cpu_emit_attention_kernel(gen, function, kernel, &(CpuLanes){.lanes = PTX_WARP, .sum = warp_sum});
 }
 
 void ptx_emit_row_kernel(CpuGen *gen, int function, const Kernel *kernel, int64_t threads) {
