@@ -2,6 +2,8 @@
  * buffer at a fixed offset inside its two regions. */
 #include "tfmrt.h"
 
+#include "gpu.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -29,6 +31,7 @@ int tfm_arena_create(tfm_arena *arena, size_t persistent_bytes, size_t scratch_b
 }
 
 void tfm_arena_destroy(tfm_arena *arena) {
+  tfm_gpu_arena_forget(arena->persistent);
   free(arena->persistent);
   *arena = (tfm_arena){0};
 }

@@ -53,6 +53,8 @@ enum {
   X(mem_free, "cuMemFree_v2", (CUdeviceptr ptr))                                        \
   X(memcpy_htod, "cuMemcpyHtoD_v2", (CUdeviceptr dst, const void *src, size_t bytes))   \
   X(memcpy_dtoh, "cuMemcpyDtoH_v2", (void *dst, CUdeviceptr src, size_t bytes))         \
+  X(memcpy_dtod_async, "cuMemcpyDtoDAsync_v2",                                          \
+    (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream))                  \
   X(get_error_string, "cuGetErrorString", (CUresult error, const char **text))
 
 struct tfm_cuda {
@@ -175,6 +177,10 @@ int tfm_cuda_upload(tfm_cuda *cuda, tfm_device_ptr dst, const void *src, size_t 
 
 int tfm_cuda_download(tfm_cuda *cuda, void *dst, tfm_device_ptr src, size_t bytes) {
   return check(cuda, cuda->memcpy_dtoh(dst, src, bytes), "cuMemcpyDtoH");
+}
+
+int tfm_cuda_copy(tfm_cuda *cuda, tfm_device_ptr dst, tfm_device_ptr src, size_t bytes) {
+  return check(cuda, cuda->memcpy_dtod_async(dst, src, bytes, NULL), "cuMemcpyDtoDAsync");
 }
 
 int tfm_cuda_synchronize(tfm_cuda *cuda) {

@@ -1,8 +1,17 @@
 /* A graph compiled for the GPU (tfmc build --target cuda), as its host
  * object describes it to the runtime: the PTX of its kernels and, in plan
  * order, each launch with the arena offsets of its buffers. The generated
- * P_run calls tfm_gpu_run; nothing else of the runtime changes, so the
- * binary's main (cli.c) drives a GPU model exactly as a CPU one. */
+ * P_run calls tfm_gpu_run and P_update tfm_gpu_update; the binary's main
+ * (cli.c) drives a GPU model exactly as a CPU one.
+ *
+ * Each host arena a GPU program runs on has a device copy of the same
+ * layout. Params and states stay on the device between runs: a run
+ * uploads the inputs and downloads the outputs, and the update copies new
+ * values on the device. The host copy of params and states is brought up
+ * to date only where the runtime reads them (checkpoints, copies between
+ * graphs, averaging: graph.c), through the calls at the end of this file.
+ * Moving the whole persistent region both ways at every run cost gpt-small
+ * about 10 ms of a 17 ms step on an H200. */
 #ifndef TFM_GPU_H
 #define TFM_GPU_H
 #include <stdint.h>
@@ -31,19 +40,33 @@ typedef struct tfm_gpu_program {
   const tfm_gpu_launch *launches;
   const int64_t *arg_region; /* tfm_region of each buffer argument */
   const int64_t *arg_offset; /* bytes into that region */
-  /* Scratch ranges the host-side update reads (updated values that are not
-   * outputs), copied back after each run with the persistent region. */
-  int64_t num_downloads;
-  const int64_t *download_offset, *download_bytes;
-  void **state; /* the runtime's device state for this program; NULL at first */
+  /* The inputs, uploaded before each run, and the outputs, downloaded
+   * after it: num_inputs and num_outputs triples {tfm_region, offset,
+   * bytes}. */
+  int64_t num_inputs;
+  const int64_t *inputs;
+  int64_t num_outputs;
+  const int64_t *outputs;
+  /* The update on the device: num_copies quadruples {target's persistent
+   * offset, value's tfm_region, value's offset, bytes}. */
+  int64_t num_copies;
+  const int64_t *copies;
+  void **state; /* the runtime's module and kernels for this program; NULL at first */
 } tfm_gpu_program;
 
-/* Runs every kernel of the program on the GPU: uploads the host persistent
- * region, launches, downloads the persistent region and the program's
- * scratch ranges. The first call loads the driver (dlopen libcuda.so.1),
- * the module and one device arena; any failure (no driver, no device, a
- * launch error) prints one line and exits with status 1. */
+/* Runs every kernel of the program on the GPU on the device copy of the
+ * host arena (persistent, scratch): uploads the whole persistent region at
+ * the arena's first run and after tfm_gpu_arena_written, else the inputs;
+ * launches; downloads the outputs. The first call loads the driver
+ * (dlopen libcuda.so.1) and the module, an arena's first run its device
+ * copy; any failure (no driver, no device, a launch error) prints one line
+ * and exits with status 1. */
 void tfm_gpu_run(const tfm_gpu_program *program, uint8_t *persistent, uint8_t *scratch);
+
+/* The program's update on the arena's device copy (the host's is then out
+ * of date until tfm_gpu_arena_to_host); nothing before the arena's first
+ * run. */
+void tfm_gpu_update(const tfm_gpu_program *program, uint8_t *persistent, uint8_t *scratch);
 
 /* Blocks of a launch of `items` threads, `block_threads` per block. */
 unsigned tfm_gpu_blocks(int64_t items, int64_t block_threads);
@@ -75,5 +98,15 @@ int tfm_gpu_gemm(const int64_t *gemm, tfm_device_ptr c, tfm_device_ptr a, tfm_de
 
 /* Where the scratch region starts in the device arena. */
 int64_t tfm_gpu_scratch_offset(const tfm_gpu_program *program);
+
+/* The host arena whose persistent region starts at `persistent` and its
+ * device copy, for code that reads or writes the host's params or states
+ * between runs; each is a no-op for an arena no GPU program ran on. */
+/* Before reading: the device's persistent region, if newer, comes back. */
+void tfm_gpu_arena_to_host(const uint8_t *persistent);
+/* After writing: the next run uploads the whole persistent region. */
+void tfm_gpu_arena_written(const uint8_t *persistent);
+/* When the host arena goes (tfm_arena_destroy): its device copy goes too. */
+void tfm_gpu_arena_forget(const uint8_t *persistent);
 
 #endif

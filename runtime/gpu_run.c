@@ -1,6 +1,7 @@
-/* The host side of a GPU graph: one device arena per program, kernels
- * launched in plan order through the driver (runtime/cuda.c), the dots of
- * a --gemm=cublas build called through cuBLAS (runtime/cublas.c). */
+/* The host side of a GPU graph: a device copy of each host arena it runs
+ * on (gpu.h says what moves when), kernels launched in plan order through
+ * the driver (runtime/cuda.c), the dots of a --gemm=cublas build called
+ * through cuBLAS (runtime/cublas.c). */
 #include "gpu.h"
 
 #include <stdbool.h>
@@ -16,8 +17,21 @@
 typedef struct GpuState {
   tfm_cuda_module module;
   tfm_cuda_kernel *kernels;
-  tfm_device_ptr arena;
 } GpuState;
+
+/* The device copy of one host arena, found by the host's persistent
+ * region: the same layout, the scratch region at tfm_gpu_scratch_offset. */
+typedef struct DeviceArena {
+  struct DeviceArena *next;
+  const uint8_t *host;
+  const tfm_gpu_program *program; /* the last to run on it: its inputs stay the host's */
+  tfm_device_ptr base;
+  int64_t bytes;
+  bool host_newer;   /* the host wrote params or states: upload all before the next run */
+  bool device_newer; /* a run or an update changed them on the device */
+} DeviceArena;
+
+static DeviceArena *arenas;
 
 /* One driver context for the process: init, train and forward share it. */
 static tfm_cuda *cuda;
@@ -89,19 +103,67 @@ static GpuState *load(const tfm_gpu_program *p) {
     if (!p->launches[i].gemm &&
         tfm_cuda_kernel_get(cuda, s->module, p->launches[i].entry, &s->kernels[i]))
       refuse();
-  int64_t bytes = tfm_gpu_scratch_offset(p) + p->scratch_bytes;
-  if (tfm_cuda_alloc(cuda, (size_t)(bytes > 0 ? bytes : 1), &s->arena)) refuse();
   return s;
+}
+
+static DeviceArena *find_arena(const uint8_t *persistent) {
+  for (DeviceArena *a = arenas; a; a = a->next)
+    if (a->host == persistent) return a;
+  return NULL;
+}
+
+/* The host arena's device copy, made (to be uploaded whole) at its first run. */
+static DeviceArena *open_arena(const tfm_gpu_program *p, const uint8_t *persistent) {
+  int64_t bytes = tfm_gpu_scratch_offset(p) + p->scratch_bytes;
+  DeviceArena *a = find_arena(persistent);
+  if (a && a->bytes < bytes) {
+    tfm_fail("GPU: a host arena of %lld device bytes run with a program that needs %lld",
+             (long long)a->bytes, (long long)bytes);
+    refuse();
+  }
+  if (!a) {
+    a = calloc(1, sizeof *a);
+    if (!a) {
+      tfm_fail("out of memory");
+      refuse();
+    }
+    if (tfm_cuda_alloc(cuda, (size_t)(bytes > 0 ? bytes : 1), &a->base)) refuse();
+    *a = (DeviceArena){arenas, persistent, p, a->base, bytes, true, false};
+    arenas = a;
+  }
+  a->program = p;
+  return a;
+}
+
+static tfm_device_ptr device_at(const DeviceArena *a, int64_t region, int64_t offset) {
+  int64_t start = region == TFM_REGION_PERSISTENT ? 0 : tfm_gpu_scratch_offset(a->program);
+  return a->base + (tfm_device_ptr)(start + offset);
+}
+
+/* Each {region, offset, bytes} of `ranges` from the host to the device or back. */
+static void move_ranges(const DeviceArena *a, const int64_t *ranges, int64_t count,
+                        uint8_t *persistent, uint8_t *scratch, bool up) {
+  for (int64_t i = 0; i < count; i++) {
+    const int64_t *r = &ranges[3 * i];
+    uint8_t *host = (r[0] == TFM_REGION_PERSISTENT ? persistent : scratch) + r[1];
+    tfm_device_ptr device = device_at(a, r[0], r[1]);
+    if (up ? tfm_cuda_upload(cuda, device, host, (size_t)r[2])
+           : tfm_cuda_download(cuda, host, device, (size_t)r[2]))
+      refuse();
+  }
 }
 
 void tfm_gpu_run(const tfm_gpu_program *p, uint8_t *persistent, uint8_t *scratch) {
   GpuState *s = *p->state;
   if (!s) *p->state = s = load(p);
-  tfm_device_ptr dev_persistent = s->arena;
-  tfm_device_ptr dev_scratch = s->arena + (tfm_device_ptr)tfm_gpu_scratch_offset(p);
-  if (p->persistent_bytes &&
+  DeviceArena *arena = open_arena(p, persistent);
+  tfm_device_ptr dev_persistent = device_at(arena, TFM_REGION_PERSISTENT, 0);
+  tfm_device_ptr dev_scratch = device_at(arena, TFM_REGION_SCRATCH, 0);
+  if (arena->host_newer && p->persistent_bytes &&
       tfm_cuda_upload(cuda, dev_persistent, persistent, (size_t)p->persistent_bytes))
     refuse();
+  arena->host_newer = false;
+  move_ranges(arena, p->inputs, p->num_inputs, persistent, scratch, true);
   int64_t most = 1;
   for (int64_t i = 0; i < p->num_launches; i++)
     if (p->launches[i].num_args > most) most = p->launches[i].num_args;
@@ -131,12 +193,69 @@ void tfm_gpu_run(const tfm_gpu_program *p, uint8_t *persistent, uint8_t *scratch
   free(pointers);
   free(params);
   if (tfm_cuda_synchronize(cuda)) refuse();
-  if (p->persistent_bytes &&
-      tfm_cuda_download(cuda, persistent, dev_persistent, (size_t)p->persistent_bytes))
-    refuse();
-  for (int64_t i = 0; i < p->num_downloads; i++)
-    if (tfm_cuda_download(cuda, scratch + p->download_offset[i],
-                          dev_scratch + (tfm_device_ptr)p->download_offset[i],
-                          (size_t)p->download_bytes[i]))
+  move_ranges(arena, p->outputs, p->num_outputs, persistent, scratch, false);
+  arena->device_newer = true;
+}
+
+void tfm_gpu_update(const tfm_gpu_program *p, uint8_t *persistent, uint8_t *scratch) {
+  (void)scratch;
+  DeviceArena *arena = find_arena(persistent);
+  if (!arena) return;
+  for (int64_t i = 0; i < p->num_copies; i++) {
+    const int64_t *c = &p->copies[4 * i];
+    if (tfm_cuda_copy(cuda, device_at(arena, TFM_REGION_PERSISTENT, c[0]),
+                      device_at(arena, c[1], c[2]), (size_t)c[3]))
       refuse();
+  }
+  if (tfm_cuda_synchronize(cuda)) refuse();
+  arena->device_newer = true;
+}
+
+/* The offset of the program's first persistent input at or after `from`
+ * (persistent_bytes when there is none), and in *input_end its end. */
+static int64_t next_input(const tfm_gpu_program *p, int64_t from, int64_t *input_end) {
+  int64_t next = p->persistent_bytes;
+  for (int64_t i = 0; i < p->num_inputs; i++) {
+    const int64_t *r = &p->inputs[3 * i];
+    if (r[0] == TFM_REGION_PERSISTENT && r[1] >= from && r[1] < next) {
+      next = r[1];
+      *input_end = r[1] + r[2];
+    }
+  }
+  return next;
+}
+
+/* The inputs stay as the host has them: it may have written the next
+ * batch already. */
+void tfm_gpu_arena_to_host(const uint8_t *persistent) {
+  DeviceArena *a = find_arena(persistent);
+  if (!a || !a->device_newer) return;
+  const tfm_gpu_program *p = a->program;
+  uint8_t *host = (uint8_t *)persistent;
+  for (int64_t at = 0; at < p->persistent_bytes;) {
+    int64_t input_end = at;
+    int64_t gap_end = next_input(p, at, &input_end);
+    if (gap_end > at &&
+        tfm_cuda_download(cuda, host + at, device_at(a, TFM_REGION_PERSISTENT, at),
+                          (size_t)(gap_end - at)))
+      refuse();
+    at = gap_end < p->persistent_bytes ? input_end : gap_end;
+  }
+  a->device_newer = false;
+}
+
+void tfm_gpu_arena_written(const uint8_t *persistent) {
+  DeviceArena *a = find_arena(persistent);
+  if (a) a->host_newer = true;
+}
+
+void tfm_gpu_arena_forget(const uint8_t *persistent) {
+  for (DeviceArena **link = &arenas; *link; link = &(*link)->next) {
+    DeviceArena *a = *link;
+    if (a->host != persistent) continue;
+    *link = a->next;
+    tfm_cuda_free(cuda, a->base); /* an error here leaks device memory only */
+    free(a);
+    return;
+  }
 }

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu.h"
 #include "model.h"
 #include "profile.h"
 
@@ -39,6 +40,10 @@ void *tfm_graph_buffer(tfm_graph *g, const char *name, tfm_role role,
     const tfm_buffer_desc *b = &g->desc->buffers[i];
     if (b->role == (int32_t)role && !strcmp(b->name, name)) {
       if (desc_out) *desc_out = b;
+      if (role == TFM_ROLE_PARAM || role == TFM_ROLE_STATE) { /* the caller may write it */
+        tfm_gpu_arena_to_host(g->arena.persistent);
+        tfm_gpu_arena_written(g->arena.persistent);
+      }
       return buffer_at(g, b);
     }
   }
@@ -63,6 +68,9 @@ static int same_type(const tfm_buffer_desc *a, const tfm_buffer_desc *b) {
 
 /* Copies each src buffer of role `from` into dst's same-named one of role `to`. */
 static int copy_by_name(tfm_graph *dst, const tfm_graph *src, tfm_role from, tfm_role to) {
+  tfm_gpu_arena_to_host(src->arena.persistent);
+  tfm_gpu_arena_to_host(dst->arena.persistent); /* what is not copied stays as it was */
+  tfm_gpu_arena_written(dst->arena.persistent);
   for (int32_t i = 0; i < src->desc->num_buffers; i++) {
     const tfm_buffer_desc *s = &src->desc->buffers[i];
     if (s->role != (int32_t)from) continue;
@@ -106,6 +114,7 @@ static tfm_tensor *checkpoint_tensors(tfm_graph *g, size_t *count) {
 }
 
 int tfm_graph_save(const tfm_graph *g, const char *path, const tfm_meta *meta) {
+  tfm_gpu_arena_to_host(g->arena.persistent);
   size_t n;
   tfm_tensor *t = checkpoint_tensors((tfm_graph *)g, &n);
   if (!t) return tfm_fail("%s: out of memory", path);
@@ -115,6 +124,8 @@ int tfm_graph_save(const tfm_graph *g, const char *path, const tfm_meta *meta) {
 }
 
 int tfm_graph_load(tfm_graph *g, const char *path, tfm_meta *meta_out) {
+  tfm_gpu_arena_to_host(g->arena.persistent); /* a load that fails part way keeps the rest */
+  tfm_gpu_arena_written(g->arena.persistent);
   size_t n;
   tfm_tensor *t = checkpoint_tensors(g, &n);
   if (!t) return tfm_fail("%s: out of memory", path);

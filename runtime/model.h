@@ -70,7 +70,11 @@ typedef struct tfm_graph {
 
 int tfm_graph_open(tfm_graph *g, const tfm_graph_desc *desc);
 void tfm_graph_close(tfm_graph *g);
-/* The buffer with this name and role, or NULL (desc_out may be NULL). */
+/* The buffer with this name and role, or NULL (desc_out may be NULL).
+ * An input is read and an output written at every run. A GPU graph keeps
+ * its params and states on the device (gpu.h): a param or state buffer
+ * holds their values as of this call and what the caller writes there
+ * goes to the device at the next run, so ask again after a run. */
 void *tfm_graph_buffer(tfm_graph *g, const char *name, tfm_role role,
                        const tfm_buffer_desc **desc_out);
 int64_t tfm_buffer_numel(const tfm_buffer_desc *b);

@@ -162,6 +162,8 @@ int tfm_cuda_alloc(tfm_cuda *cuda, size_t bytes, tfm_device_ptr *ptr);
 int tfm_cuda_free(tfm_cuda *cuda, tfm_device_ptr ptr);
 int tfm_cuda_upload(tfm_cuda *cuda, tfm_device_ptr dst, const void *src, size_t bytes);
 int tfm_cuda_download(tfm_cuda *cuda, void *dst, tfm_device_ptr src, size_t bytes);
+/* Device to device, queued after the launches before it (asynchronous). */
+int tfm_cuda_copy(tfm_cuda *cuda, tfm_device_ptr dst, tfm_device_ptr src, size_t bytes);
 int tfm_cuda_synchronize(tfm_cuda *cuda);
 
 /* --- progress line -------------------------------------------------------- */

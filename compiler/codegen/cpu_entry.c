@@ -21,7 +21,7 @@ static LLVMValueRef buffer_address(CpuGen *gen, LLVMValueRef persistent, LLVMVal
   return cpu_element(gen, gen->i8, base, cpu_i64(gen, b->offset));
 }
 
-static LLVMValueRef add_entry(CpuGen *gen, const char *suffix, int num_params) {
+LLVMValueRef cpu_add_entry(CpuGen *gen, const char *suffix, int num_params) {
   char name[160];
   snprintf(name, sizeof name, "%s_%s", gen->prefix, suffix);
   LLVMTypeRef params[3] = {gen->ptr, gen->ptr, gen->ptr};
@@ -34,7 +34,7 @@ static LLVMValueRef add_entry(CpuGen *gen, const char *suffix, int num_params) {
 static void emit_run(CpuGen *gen) {
   const KernelPlan *plan = gen->plan;
   LLVMBuilderRef b = gen->builder;
-  LLVMValueRef fn = add_entry(gen, "run", 3);
+  LLVMValueRef fn = cpu_add_entry(gen, "run", 3);
   /* Nothing to optimise in a list of calls, and at O3 the SLP vectorizer
    * spent 70% of the base Transformer's build on this one function (11.5 of
    * 16.2 s in `opt -O3 -time-passes`), trying to pack its argument stores. */
@@ -71,10 +71,10 @@ static void emit_run(CpuGen *gen) {
 }
 
 /* memmove: a value may share its buffer with the target (p' = p). */
-void cpu_emit_update(CpuGen *gen) {
+static void emit_update(CpuGen *gen) {
   const KernelPlan *plan = gen->plan;
   const Graph *g = gen->graph;
-  LLVMValueRef fn = add_entry(gen, "update", 2);
+  LLVMValueRef fn = cpu_add_entry(gen, "update", 2);
   LLVMValueRef persistent = LLVMGetParam(fn, 0), scratch = LLVMGetParam(fn, 1);
   for (int i = 0; i < graph_num_updates(g); i++) {
     GraphUpdate u = graph_update_at(g, i);
@@ -100,7 +100,7 @@ void cpu_emit_size(CpuGen *gen, const char *suffix, int64_t bytes) {
 
 void cpu_emit_entry(CpuGen *gen) {
   emit_run(gen);
-  cpu_emit_update(gen);
+  emit_update(gen);
   cpu_emit_size(gen, "persistent_bytes", gen->plan->persistent_bytes);
   cpu_emit_size(gen, "scratch_bytes", gen->plan->scratch_bytes);
 }

@@ -131,8 +131,10 @@ typedef struct CpuLanes {
 void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel,
                                const CpuLanes *lanes);
 void cpu_emit_entry(CpuGen *gen);
-/* The parts of cpu_emit_entry that a CUDA host module shares. */
-void cpu_emit_update(CpuGen *gen);
+/* The parts of cpu_emit_entry that a CUDA host module shares: an entry
+ * PREFIX_SUFFIX(persistent, scratch[, pool]) with the builder at its
+ * start, and a region size PREFIX_SUFFIX. */
+LLVMValueRef cpu_add_entry(CpuGen *gen, const char *suffix, int num_params);
 void cpu_emit_size(CpuGen *gen, const char *suffix, int64_t bytes);
 /* Fills the type fields of gen from gen->context. */
 void cpu_init_types(CpuGen *gen);

@@ -1,6 +1,6 @@
 /* The host module of a CUDA build: the graph's PTX and launch list as a
- * tfm_gpu_program (runtime/gpu.h, field for field), P_run calling
- * tfm_gpu_run on it, and the CPU backend's P_update and region sizes. */
+ * tfm_gpu_program (runtime/gpu.h, field for field), P_run and P_update
+ * calling tfm_gpu_run and tfm_gpu_update on it, and the region sizes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,19 +32,30 @@ static LLVMValueRef i64_array(CpuGen *gen, const int64_t *values, int count, con
   return array;
 }
 
+/* {region, offset, bytes} of node `id`'s buffer at out[3 * n]. */
+static int add_range(const KernelPlan *plan, GraphId id, int64_t *out, int n) {
+  const KernelBuffer *b = &plan->buffers[plan->buffer_of[id]];
+  out[3 * n] = b->region == KERNEL_PERSISTENT ? 0 : 1; /* tfm_region */
+  out[3 * n + 1] = b->offset;
+  out[3 * n + 2] = b->bytes;
+  return n + 1;
+}
+
 static LLVMValueRef emit_program(CpuGen *gen, const char *ptx) {
   const KernelPlan *plan = gen->plan;
-  int num_args = 0, num_downloads = 0;
+  const Graph *g = gen->graph;
+  int num_args = 0, num_inputs = 0, num_outputs = 0, num_copies = 0;
   for (int k = 0; k < plan->num_kernels; k++)
     num_args += plan->kernels[k].num_args;
   int64_t *regions = calloc((size_t)num_args + 1, sizeof(int64_t));
   int64_t *offsets = calloc((size_t)num_args + 1, sizeof(int64_t));
-  int64_t *down_offsets = calloc((size_t)graph_num_updates(gen->graph) + 1, sizeof(int64_t));
-  int64_t *down_bytes = calloc((size_t)graph_num_updates(gen->graph) + 1, sizeof(int64_t));
+  int64_t *inputs = calloc(3 * (size_t)graph_num_inputs(g) + 1, sizeof(int64_t));
+  int64_t *outputs = calloc(3 * (size_t)graph_num_outputs(g) + 1, sizeof(int64_t));
+  int64_t *copies = calloc(4 * (size_t)graph_num_updates(g) + 1, sizeof(int64_t));
   LLVMValueRef *launches = calloc((size_t)plan->num_kernels + 1, sizeof(LLVMValueRef));
-  if (!regions || !offsets || !down_offsets || !down_bytes || !launches)
+  if (!regions || !offsets || !inputs || !outputs || !copies || !launches)
     abort();
-  LLVMTypeRef fields[12] = {gen->ptr, gen->i64, gen->i64, gen->i64, gen->ptr};
+  LLVMTypeRef fields[15] = {gen->ptr, gen->i64, gen->i64, gen->i64, gen->ptr};
   LLVMTypeRef launch_type = LLVMStructTypeInContext(gen->context, fields, 5, false);
   int arg = 0;
   for (int k = 0; k < plan->num_kernels; k++) {
@@ -65,13 +76,22 @@ static LLVMValueRef emit_program(CpuGen *gen, const char *ptx) {
       offsets[arg] = b->offset;
     }
   }
-  for (int i = 0; i < graph_num_updates(gen->graph); i++) {
-    GraphUpdate u = graph_update_at(gen->graph, i);
-    const KernelBuffer *b = &plan->buffers[plan->buffer_of[u.value]];
-    if (plan->buffer_of[u.value] != plan->buffer_of[u.target] && b->region == KERNEL_SCRATCH) {
-      down_offsets[num_downloads] = b->offset;
-      down_bytes[num_downloads++] = b->bytes;
-    }
+  for (int i = 0; i < graph_num_inputs(g); i++)
+    num_inputs = add_range(plan, graph_input_at(g, i), inputs, num_inputs);
+  for (int i = 0; i < graph_num_outputs(g); i++)
+    num_outputs = add_range(plan, graph_output_at(g, i).node, outputs, num_outputs);
+  /* The update as the CPU's P_update does it (cpu_entry.c), on the device. */
+  for (int i = 0; i < graph_num_updates(g); i++) {
+    GraphUpdate u = graph_update_at(g, i);
+    int to = plan->buffer_of[u.target], from = plan->buffer_of[u.value];
+    if (to == from)
+      continue;
+    const KernelBuffer *value = &plan->buffers[from];
+    int64_t *c = &copies[4 * num_copies++];
+    c[0] = plan->buffers[to].offset;
+    c[1] = value->region == KERNEL_PERSISTENT ? 0 : 1;
+    c[2] = value->offset;
+    c[3] = plan->buffers[to].bytes;
   }
   LLVMValueRef launch_array = private_global(
       gen, LLVMConstArray(launch_type, launches, (unsigned)plan->num_kernels), "launches");
@@ -80,10 +100,7 @@ static LLVMValueRef emit_program(CpuGen *gen, const char *ptx) {
   LLVMValueRef state = LLVMAddGlobal(gen->module, gen->ptr, name);
   LLVMSetInitializer(state, LLVMConstNull(gen->ptr));
   LLVMSetLinkage(state, LLVMInternalLinkage);
-  for (int i = 0; i < 12; i++)
-    fields[i] = (i == 0 || i == 5 || i == 6 || i == 7 || i >= 9) ? gen->ptr : gen->i64;
-  LLVMTypeRef program_type = LLVMStructTypeInContext(gen->context, fields, 12, false);
-  LLVMValueRef values[12] = {
+  LLVMValueRef values[15] = {
       text_global(gen, ptx, "ptx"),
       cpu_i64(gen, plan->persistent_bytes),
       cpu_i64(gen, plan->scratch_bytes),
@@ -92,35 +109,45 @@ static LLVMValueRef emit_program(CpuGen *gen, const char *ptx) {
       launch_array,
       i64_array(gen, regions, num_args, "arg_region"),
       i64_array(gen, offsets, num_args, "arg_offset"),
-      cpu_i64(gen, num_downloads),
-      i64_array(gen, down_offsets, num_downloads, "download_offset"),
-      i64_array(gen, down_bytes, num_downloads, "download_bytes"),
+      cpu_i64(gen, num_inputs),
+      i64_array(gen, inputs, 3 * num_inputs, "inputs"),
+      cpu_i64(gen, num_outputs),
+      i64_array(gen, outputs, 3 * num_outputs, "outputs"),
+      cpu_i64(gen, num_copies),
+      i64_array(gen, copies, 4 * num_copies, "copies"),
       LLVMConstBitCast(state, gen->ptr),
   };
+  for (int i = 0; i < 15; i++)
+    fields[i] = LLVMTypeOf(values[i]);
+  LLVMTypeRef program_type = LLVMStructTypeInContext(gen->context, fields, 15, false);
   free(regions);
   free(offsets);
-  free(down_offsets);
-  free(down_bytes);
+  free(inputs);
+  free(outputs);
+  free(copies);
   free(launches);
   snprintf(name, sizeof name, "%s_gpu_program", gen->prefix);
   LLVMValueRef program = LLVMAddGlobal(gen->module, program_type, name);
-  LLVMSetInitializer(program, LLVMConstNamedStruct(program_type, values, 12));
+  LLVMSetInitializer(program, LLVMConstNamedStruct(program_type, values, 15));
   LLVMSetGlobalConstant(program, true);
   return LLVMConstBitCast(program, gen->ptr);
 }
 
+/* PREFIX_NAME(persistent, scratch[, pool]) calling tfm_gpu_NAME(program, persistent, scratch). */
+static void emit_host_call(CpuGen *gen, LLVMValueRef program, const char *name, int params) {
+  LLVMValueRef fn = cpu_add_entry(gen, name, params);
+  char callee[64];
+  snprintf(callee, sizeof callee, "tfm_gpu_%s", name);
+  LLVMTypeRef types[3] = {gen->ptr, gen->ptr, gen->ptr};
+  LLVMValueRef args[3] = {program, LLVMGetParam(fn, 0), LLVMGetParam(fn, 1)};
+  cpu_libcall(gen, callee, gen->void_type, types, args, 3);
+  LLVMBuildRetVoid(gen->builder);
+}
+
 void gpu_emit_host_entry(CpuGen *gen, const char *ptx) {
   LLVMValueRef program = emit_program(gen, ptx);
-  char name[160];
-  snprintf(name, sizeof name, "%s_run", gen->prefix);
-  LLVMTypeRef params[3] = {gen->ptr, gen->ptr, gen->ptr};
-  LLVMValueRef fn =
-      LLVMAddFunction(gen->module, name, LLVMFunctionType(gen->void_type, params, 3, false));
-  LLVMPositionBuilderAtEnd(gen->builder, LLVMAppendBasicBlockInContext(gen->context, fn, "entry"));
-  LLVMValueRef args[3] = {program, LLVMGetParam(fn, 0), LLVMGetParam(fn, 1)};
-  cpu_libcall(gen, "tfm_gpu_run", gen->void_type, params, args, 3);
-  LLVMBuildRetVoid(gen->builder);
-  cpu_emit_update(gen);
+  emit_host_call(gen, program, "run", 3);
+  emit_host_call(gen, program, "update", 2);
   cpu_emit_size(gen, "persistent_bytes", gen->plan->persistent_bytes);
   cpu_emit_size(gen, "scratch_bytes", gen->plan->scratch_bytes);
 }

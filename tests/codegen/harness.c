@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "gpu.h"
 #include "link.h"
 #include "ptx.h"
 #include "ptx_report.h"
@@ -382,6 +383,7 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
     goto done;
   if (!copy_leaves_in(&planned, g, &arena, ref))
     goto done;
+  tfm_gpu_arena_written(arena.persistent); /* for the GPU: the host wrote every leaf */
   /* On the GPU f32 dots are tf32 tensor-core products (ptx_dot.c): the
    * reference rounds their operands the same way, so what is left between
    * the two is the order of the sums, which the tolerances are for. */
@@ -408,6 +410,7 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
       eval_apply_updates(options->rounding);
     eval_apply_updates(ref);
     loaded.update(arena.persistent, arena.scratch);
+    tfm_gpu_arena_to_host(arena.persistent); /* the GPU updated its copy */
     for (int i = 0; ok && i < graph_num_updates(g); i++) {
       GraphId target = graph_update_at(g, i).target;
       ok = same(name, graph_node(g, target)->attrs.name, &planned, g, &arena, ref, target,

@@ -1,6 +1,7 @@
 /* The host side of a CUDA build, checked without a GPU: the tfm_gpu_program
  * a host module describes (launches, arena offsets of every argument,
- * threads, the scratch ranges its update reads back, the PTX itself)
+ * threads, the inputs and outputs moved at each run, the update's device
+ * copies, the PTX itself)
  * against the kernel plan it came from, with the dot as a PTX entry and as
  * a cuBLAS call (--gemm=cublas); the runtime's parameter packing
  * and grid sizes; and, when no driver is installed, the clean refusal of
@@ -16,6 +17,7 @@
 #include "cpu.h"
 #include "gpu.h"
 #include "link.h"
+#include "model.h"
 #include "ptx.h"
 
 static int failures;
@@ -103,6 +105,13 @@ static void check_rows(const KernelPlan *plan, const tfm_gpu_program *p, const c
   CHECK(warp_rows == 1);
 }
 
+/* A {region, offset, bytes} triple of the program is node id's buffer. */
+static void check_range(const KernelPlan *plan, GraphId id, const int64_t *range) {
+  const KernelBuffer *b = &plan->buffers[plan->buffer_of[id]];
+  CHECK(range[0] == (b->region == KERNEL_PERSISTENT ? TFM_REGION_PERSISTENT : TFM_REGION_SCRATCH));
+  CHECK(range[1] == b->offset && range[2] == b->bytes);
+}
+
 static void check_program(const KernelPlan *plan, const tfm_gpu_program *p, const char *ptx,
                           bool cublas) {
   CHECK(strcmp(p->ptx, ptx) == 0);
@@ -158,9 +167,17 @@ static void check_program(const KernelPlan *plan, const tfm_gpu_program *p, cons
       dots++, CHECK(p->launches[k].items == 3 * PTX_BLOCK_THREADS);
   CHECK(dots == 1);
   check_rows(plan, p, ptx);
-  /* w's new value is written over w in the persistent region (in-place
-   * update), which comes back whole: no scratch value to read back. */
-  CHECK(p->num_downloads == 0);
+  /* Moved at every run: x up, y and p down, at their buffers' places. */
+  const Graph *g = plan->graph;
+  if (CHECK(p->num_inputs == 1 && p->num_outputs == 2)) {
+    check_range(plan, graph_input_at(g, 0), p->inputs);
+    check_range(plan, graph_output_at(g, 0).node, p->outputs);
+    check_range(plan, graph_output_at(g, 1).node, p->outputs + 3);
+  }
+  /* w's new value is written over w (an in-place update): the update has
+   * nothing to copy on the device. */
+  CHECK(plan->buffer_of[graph_update_at(g, 0).target] == plan->buffer_of[graph_update_at(g, 0).value]);
+  CHECK(p->num_copies == 0);
   CHECK(tfm_gpu_scratch_offset(p) >= p->persistent_bytes && tfm_gpu_scratch_offset(p) % 256 == 0);
 }
 
