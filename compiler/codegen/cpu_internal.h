@@ -116,7 +116,9 @@ void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);
 /* A CPU dot kernel's range: rows x column blocks of this width (cpu_dot.c). */
 int64_t cpu_dot_column_block(const CpuGen *gen, const Kernel *kernel);
 int64_t cpu_dot_items(const CpuGen *gen, const Kernel *kernel);
-void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel);
+/* scatter_add: the range over the result's columns, or with by_element
+ * (the GPU's) over its elements. */
+void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel, bool by_element);
 /* The GPU's lanes sharing one attention row (ptx_row.c): lane l of a row
  * takes elements l, l + lanes, ... of each whole chunk of `lanes` elements
  * of the head's vectors, and `sum` adds a value over the row's lanes, every

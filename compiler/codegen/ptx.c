@@ -72,8 +72,8 @@ static int64_t thread_items(const KernelPlan *plan, int kernel) {
   const GraphShape *s = &graph_node(plan->graph, k->root)->shape;
   if (k->kind == KERNEL_DOT)
     return graph_shape_numel(s);
-  if (k->kind == KERNEL_SCATTER)
-    return k->rows;
+  if (k->kind == KERNEL_SCATTER) /* an element a thread (cpu_emit_scatter_kernel) */
+    return graph_shape_numel(s);
   int64_t items = 1;
   for (int a = 0; a < thread_axes(plan, k); a++)
     items *= s->dims[a];
@@ -227,7 +227,7 @@ static bool generate(CpuGen *gen, LLVMValueRef *entries, bool cublas) {
     if (k->kind == KERNEL_DOT)
       ptx_emit_dot_kernel(gen, f, k);
     else if (k->kind == KERNEL_SCATTER)
-      cpu_emit_scatter_kernel(gen, f, k);
+      cpu_emit_scatter_kernel(gen, f, k, true);
     else if (k->kind == KERNEL_ATTENTION)
       ptx_emit_attention_kernel(gen, f, k);
     else if ((threads = ptx_row_split_threads(plan, plan->function_kernel[f])) > 0)
