@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # The GPU checks, for a machine with an NVIDIA GPU (under 5 minutes):
 #  1. builds tfm (build-gpu/), unless --prebuilt names a build made elsewhere;
-#  2. compiled vs evaluator on the GPU: every primitive, the fused rows, an
-#     MLP's training steps and both models (gradients and a training step),
-#     the four codegen suites run side by side with TFM_CG_TARGET=cuda;
+#  2. compiled vs evaluator on the GPU: every primitive, the GEMM cases, the
+#     fused rows, an MLP's training steps, bf16 storage, both models
+#     (gradients and a training step; also lowered with --dtype bf16) and the
+#     std layers (LSTM, GRU, the scores, conv1d), every codegen suite run side
+#     by side with TFM_CG_TARGET=cuda;
 #  3. trains gpt-small (models/gpt.tfm defaults) for 50 steps built with
 #     --target cuda, again with --target cuda --gemm=cublas (the dots
-#     through cuBLAS), and with --target cpu: the step-50 losses must agree;
+#     through cuBLAS), and with --target cpu: the step-50 losses must agree
+#     within 1e-3; and with --dtype bf16 on the GPU and on the CPU: within
+#     1e-2 (bf16 keeps 8 bits, and the two round different sums);
 #  4. times the same step in PyTorch eager on the GPU (bench/torch_gpt_cuda.py,
 #     tf32 products), when python3 has torch with CUDA;
 #  5. prints a table: checks passed, step times, the ratio to PyTorch and
@@ -51,10 +55,14 @@ tfmc=$build/compiler/tfmc
 passed=0 failed=0
 
 echo "== compiled vs evaluator on the GPU"
-suites=(ops fusion train models)
+suites=(ops gemm fusion train bf16 models models_std models_bf16)
 declare -A pid
 for suite in "${suites[@]}"; do
-  TFM_CG_TARGET=cuda timeout 150 "$build/tests/codegen/codegen_$suite" > "$work/$suite.log" 2>&1 &
+  # codegen_models_std runs codegen_models std, and so on
+  binary=${suite%%_*} argument=${suite#*_}
+  [ "$argument" = "$suite" ] && argument=''
+  TFM_CG_TARGET=cuda timeout 150 "$build/tests/codegen/codegen_$binary" ${argument:+"$argument"} \
+    > "$work/$suite.log" 2>&1 &
   pid[$suite]=$!
 done
 for suite in "${suites[@]}"; do
@@ -64,7 +72,7 @@ for suite in "${suites[@]}"; do
   bad=$(grep -c '^FAIL ' "$work/$suite.log")
   if [ $status -ne 0 ] && [ "$bad" -eq 0 ]; then bad=1; fi
   passed=$((passed + ok)) failed=$((failed + bad))
-  printf '  codegen_%-7s %3d ok, %d failed\n' "$suite" "$ok" "$bad"
+  printf '  codegen_%-11s %3d ok, %d failed\n' "$suite" "$ok" "$bad"
   [ $status -eq 0 ] || tail -5 "$work/$suite.log"
 done
 
@@ -80,6 +88,8 @@ build_gpt() { # NAME tfmc-build-options...
 build_gpt gpt_cuda --target cuda --gpu-arch "$arch"
 build_gpt gpt_cublas --target cuda --gpu-arch "$arch" --gemm=cublas
 build_gpt gpt_cpu
+build_gpt gpt_bf16 --target cuda --gpu-arch "$arch" --dtype bf16
+build_gpt gpt_cpu_bf16 --dtype bf16
 train() { # NAME STEPS: seconds on stdout, empty when it failed; the log in $work/NAME.STEPS
   local t0 t1
   t0=$(date +%s.%N)
@@ -109,6 +119,10 @@ cublas_step=$(step_time gpt_cublas)
 cublas_loss=$(loss50 gpt_cublas.55)
 train gpt_cpu 50 > /dev/null
 cpu_loss=$(loss50 gpt_cpu.50)
+bf16_step=$(step_time gpt_bf16)
+bf16_loss=$(loss50 gpt_bf16.55)
+train gpt_cpu_bf16 50 > /dev/null
+cpu_bf16_loss=$(loss50 gpt_cpu_bf16.50)
 if [ $keep_logs = yes ] && [ -x "$work/gpt_cuda" ]; then
   timeout 60 "$work/gpt_cuda" train --data "$corpus" --steps 13 --profile > "$work/profile.log" 2>&1
 fi
@@ -124,15 +138,16 @@ fi
 
 params=$("$tfmc" stats "$gpt" | awk '$1 == "total" { gsub(",", "", $2); print $2 }')
 tokens=$((16 * 128))
-agrees() { # LOSS CPU_LOSS: within 1e-3 relative
-  awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= 1e-3 * (b < 0 ? -b : b)) }'
+agrees() { # LOSS CPU_LOSS RELATIVE_TOLERANCE
+  awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && b != "" && d <= t * (b < 0 ? -b : b)) }'
 }
-verdict() { agrees "$1" "$cpu_loss" && echo yes || echo NO; }
+verdict() { agrees "$1" "$2" "$3" && echo yes || echo NO; }
 ratio() { [ -n "$1" ] && [ -n "$2" ] && awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }' || echo -; }
 tflops() { [ -n "$1" ] && awk -v p="$params" -v t="$tokens" -v s="$1" 'BEGIN { printf "%.3f", 6 * p * t / s / 1e12 }' || echo -; }
-agree=$(verdict "$gpu_loss")
-cublas_agree=$(verdict "$cublas_loss")
-for a in "$agree" "$cublas_agree"; do
+agree=$(verdict "$gpu_loss" "$cpu_loss" 1e-3)
+cublas_agree=$(verdict "$cublas_loss" "$cpu_loss" 1e-3)
+bf16_agree=$(verdict "$bf16_loss" "$cpu_bf16_loss" 1e-2)
+for a in "$agree" "$cublas_agree" "$bf16_agree"; do
   if [ "$a" = yes ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
 
@@ -143,8 +158,10 @@ echo "|-----------------------------------------|--------|"
 printf '| compiled vs evaluator checks passed      | %d of %d |\n' "$passed" $((passed + failed))
 printf '| gpt-small loss at step 50, GPU vs CPU    | %s vs %s (%s) |\n' "${gpu_loss:--}" "${cpu_loss:--}" "$agree"
 printf '| gpt-small loss, --gemm=cublas vs CPU     | %s vs %s (%s) |\n' "${cublas_loss:--}" "${cpu_loss:--}" "$cublas_agree"
+printf '| gpt-small loss, --dtype bf16, GPU vs CPU | %s vs %s (%s) |\n' "${bf16_loss:--}" "${cpu_bf16_loss:--}" "$bf16_agree"
 printf '| gpt-small step time                      | %s |\n' "$(ms "$step")"
 printf '| gpt-small step time, --gemm=cublas       | %s |\n' "$(ms "$cublas_step")"
+printf '| gpt-small step time, --dtype bf16        | %s |\n' "$(ms "$bf16_step")"
 printf '| PyTorch eager step (torch_gpt_cuda.py)   | %s |\n' "$torch_row"
 printf '| step time / PyTorch, tiled; cuBLAS       | %s; %s |\n' "$(ratio "$step" "$torch_step")" "$(ratio "$cublas_step" "$torch_step")"
 printf '| achieved TFLOP/s (6 x %s params x %d tokens), tiled; cuBLAS | %s; %s |\n' "$params" "$tokens" "$(tflops "$step")" "$(tflops "$cublas_step")"
