@@ -146,6 +146,33 @@ static LLVMValueRef shared_word(CpuGen *gen, LLVMValueRef array, LLVMValueRef i)
   return v;
 }
 
+/* mma.sync needs every lane of the warp, but LLVM 14 declares the mma
+ * intrinsics without `convergent` and its backend's machine instructions
+ * as free of side effects. Where an edge tile left all of an mma's results
+ * to stores that only some lanes make, the backend sank the mma under a
+ * branch on the lane: on an H200 a 1 x 1 x 1 dot returned A x 1.0 and a
+ * 17 x 17 one a wrong last element. So each call is marked convergent (for
+ * the IR passes), and after the k loop every accumulator goes, in the
+ * block where every lane is, to an empty inline asm with side effects
+ * (pin_accumulators), which emits nothing and which no pass moves: an mma
+ * then always has a use before the lanes' stores branch, and the hot loop
+ * keeps its schedule. */
+static void mark_convergent(CpuGen *gen, LLVMValueRef call) {
+  unsigned kind = LLVMGetEnumAttributeKindForName("convergent", 10);
+  LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
+                           LLVMCreateEnumAttribute(gen->context, kind, 0));
+}
+
+static void pin(CpuGen *gen, LLVMValueRef values[4]) {
+  LLVMTypeRef f32 = LLVMFloatTypeInContext(gen->context);
+  LLVMTypeRef params[4] = {f32, f32, f32, f32};
+  LLVMTypeRef type = LLVMFunctionType(gen->void_type, params, 4, false);
+  char constraints[] = "f,f,f,f";
+  LLVMValueRef asm_ = LLVMGetInlineAsm(type, (char *)"", 0, constraints, sizeof constraints - 1,
+                                       true, false, LLVMInlineAsmDialectATT, false);
+  LLVMBuildCall2(gen->builder, type, asm_, values, 4, "");
+}
+
 /* One mma `intrinsic` per warp tile (mi, ni): A fragment fa[mi] (4
  * registers), B fragment fb[ni] (2), accumulating into acc[mi][ni]. */
 static void issue_mma(CpuGen *gen, const char *intrinsic, LLVMValueRef fa[MMA_TILES_M][4],
@@ -159,6 +186,7 @@ static void issue_mma(CpuGen *gen, const char *intrinsic, LLVMValueRef fa[MMA_TI
       for (int i = 0; i < 4; i++)
         args[6 + i] = LLVMBuildLoad2(b, f32, acc[mi][ni][i], "");
       LLVMValueRef d = cpu_intrinsic(gen, intrinsic, NULL, 0, args, 10);
+      mark_convergent(gen, d);
       for (int i = 0; i < 4; i++)
         LLVMBuildStore(b, LLVMBuildExtractValue(b, d, (unsigned)i, ""), acc[mi][ni][i]);
     }
@@ -279,6 +307,13 @@ static void emit_tiled(CpuGen *gen, int function, const DotTile *shape, LLVMValu
   barrier(gen);
   multiply(gen, &t, acc);
   cpu_loop_end(gen, &step);
+  for (int mi = 0; mi < MMA_TILES_M; mi++) /* see mark_convergent */
+    for (int ni = 0; ni < MMA_TILES_N; ni++) {
+      LLVMValueRef values[4];
+      for (int i = 0; i < 4; i++)
+        values[i] = LLVMBuildLoad2(b, f32, acc[mi][ni][i], "");
+      pin(gen, values);
+    }
   LLVMValueRef c_base = mul(gen, batch, m * n);
   for (int mi = 0; mi < MMA_TILES_M; mi++)
     for (int ni = 0; ni < MMA_TILES_N; ni++)
