@@ -149,41 +149,61 @@ void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel) {
   LLVMBuildRetVoid(b);
 }
 
+/* What both forms of scatter_add read: the [V, D] result, the updates and
+ * the indices (args are distinct buffers: updates that are the indices'
+ * own buffer make two arguments). */
+typedef struct Scatter {
+  int64_t rows, width, count; /* V, D, and the number of indices */
+  LLVMTypeRef t;
+  LLVMValueRef out, updates, index;
+} Scatter;
+
+static Scatter scatter_operands(CpuGen *gen, const Kernel *kernel, LLVMValueRef fn) {
+  const GraphNode *n = graph_node(gen->graph, kernel->root);
+  Scatter s = {.rows = n->shape.dims[0], .width = n->shape.dims[1],
+               .count = graph_shape_numel(&graph_node(gen->graph, n->inputs[1])->shape),
+               .t = cpu_type(gen, n->dtype)};
+  LLVMValueRef args = LLVMGetParam(fn, 0);
+  s.out = cpu_kernel_arg(gen, args, 0, s.t);
+  s.updates = cpu_kernel_arg(gen, args, 1, s.t);
+  s.index = cpu_kernel_arg(gen, args, kernel->num_args > 2 ? 2 : 1, gen->i32);
+  return s;
+}
+
+static LLVMValueRef scatter_add_to(CpuGen *gen, const Scatter *s, LLVMValueRef acc, LLVMValueRef x) {
+  return s->t != gen->i32 ? LLVMBuildFAdd(gen->builder, acc, x, "")
+                          : LLVMBuildAdd(gen->builder, acc, x, "");
+}
+
+static LLVMValueRef scatter_zero(CpuGen *gen, const Scatter *s) {
+  return s->t != gen->i32 ? LLVMConstReal(s->t, 0.0) : cpu_i32(gen, 0);
+}
+
 /* The range is over columns of the [V, D] result, so threads never write
  * the same element and each element sums its updates in index order. */
 static void scatter_by_column(CpuGen *gen, const Kernel *kernel, LLVMValueRef fn) {
   LLVMBuilderRef b = gen->builder;
-  const GraphNode *n = graph_node(gen->graph, kernel->root);
-  const GraphNode *indices = graph_node(gen->graph, n->inputs[1]);
-  int64_t rows = n->shape.dims[0], width = n->shape.dims[1];
-  int64_t count = graph_shape_numel(&indices->shape);
-  LLVMTypeRef t = cpu_type(gen, n->dtype);
-  bool fl = t != gen->i32;
-  LLVMValueRef args = LLVMGetParam(fn, 0);
-  LLVMValueRef out = cpu_kernel_arg(gen, args, 0, t);
-  LLVMValueRef updates = cpu_kernel_arg(gen, args, 1, t);
-  LLVMValueRef index = cpu_kernel_arg(gen, args, kernel->num_args > 2 ? 2 : 1, gen->i32);
+  Scatter s = scatter_operands(gen, kernel, fn);
   LLVMValueRef begin = LLVMGetParam(fn, 1), end = LLVMGetParam(fn, 2);
-  LLVMValueRef zero = fl ? LLVMConstReal(t, 0.0) : cpu_i32(gen, 0);
   CpuLoop v, j, u;
-  cpu_loop_begin(gen, &v, cpu_i64(gen, 0), cpu_i64(gen, rows));
+  cpu_loop_begin(gen, &v, cpu_i64(gen, 0), cpu_i64(gen, s.rows));
   cpu_loop_begin(gen, &j, begin, end);
-  LLVMBuildStore(b, zero, cpu_element(gen, t, out, add(gen, mul(gen, v.index, width), j.index)));
+  LLVMBuildStore(b, scatter_zero(gen, &s),
+                 cpu_element(gen, s.t, s.out, add(gen, mul(gen, v.index, s.width), j.index)));
   cpu_loop_end(gen, &j);
   cpu_loop_end(gen, &v);
-  cpu_loop_begin(gen, &u, cpu_i64(gen, 0), cpu_i64(gen, count));
-  LLVMValueRef row = LLVMBuildSExt(b, load(gen, gen->i32, index, u.index), gen->i64, "");
+  cpu_loop_begin(gen, &u, cpu_i64(gen, 0), cpu_i64(gen, s.count));
+  LLVMValueRef row = LLVMBuildSExt(b, load(gen, gen->i32, s.index, u.index), gen->i64, "");
   LLVMValueRef ok = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, row, cpu_i64(gen, 0), ""),
-                                 LLVMBuildICmp(b, LLVMIntSLT, row, cpu_i64(gen, rows), ""), "");
+                                 LLVMBuildICmp(b, LLVMIntSLT, row, cpu_i64(gen, s.rows), ""), "");
   LLVMBasicBlockRef add_row = LLVMAppendBasicBlockInContext(gen->context, fn, "add_row");
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next");
   LLVMBuildCondBr(b, ok, add_row, next);
   LLVMPositionBuilderAtEnd(b, add_row);
   cpu_loop_begin(gen, &j, begin, end);
-  LLVMValueRef to = cpu_element(gen, t, out, add(gen, mul(gen, row, width), j.index));
-  LLVMValueRef x = load(gen, t, updates, add(gen, mul(gen, u.index, width), j.index));
-  LLVMValueRef acc = LLVMBuildLoad2(b, t, to, "");
-  LLVMBuildStore(b, fl ? LLVMBuildFAdd(b, acc, x, "") : LLVMBuildAdd(b, acc, x, ""), to);
+  LLVMValueRef to = cpu_element(gen, s.t, s.out, add(gen, mul(gen, row, s.width), j.index));
+  LLVMValueRef x = load(gen, s.t, s.updates, add(gen, mul(gen, u.index, s.width), j.index));
+  LLVMBuildStore(b, scatter_add_to(gen, &s, LLVMBuildLoad2(b, s.t, to, ""), x), to);
   cpu_loop_end(gen, &j);
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, next);
@@ -198,35 +218,25 @@ static void scatter_by_column(CpuGen *gen, const Kernel *kernel, LLVMValueRef fn
  * same address across a warp. */
 static void scatter_by_element(CpuGen *gen, const Kernel *kernel, LLVMValueRef fn) {
   LLVMBuilderRef b = gen->builder;
-  const GraphNode *n = graph_node(gen->graph, kernel->root);
-  const GraphNode *indices = graph_node(gen->graph, n->inputs[1]);
-  int64_t width = n->shape.dims[1];
-  int64_t count = graph_shape_numel(&indices->shape);
-  LLVMTypeRef t = cpu_type(gen, n->dtype);
-  bool fl = t != gen->i32;
-  LLVMValueRef args = LLVMGetParam(fn, 0);
-  LLVMValueRef out = cpu_kernel_arg(gen, args, 0, t);
-  LLVMValueRef updates = cpu_kernel_arg(gen, args, 1, t);
-  LLVMValueRef index = cpu_kernel_arg(gen, args, kernel->num_args > 2 ? 2 : 1, gen->i32);
+  Scatter s = scatter_operands(gen, kernel, fn);
   CpuLoop e, u;
   cpu_loop_begin(gen, &e, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
-  LLVMValueRef v = LLVMBuildUDiv(b, e.index, cpu_i64(gen, width), "v");
-  LLVMValueRef j = LLVMBuildURem(b, e.index, cpu_i64(gen, width), "j");
-  LLVMValueRef sum = cpu_entry_alloca(gen, t, "sum");
-  LLVMBuildStore(b, fl ? LLVMConstReal(t, 0.0) : cpu_i32(gen, 0), sum);
-  cpu_loop_begin(gen, &u, cpu_i64(gen, 0), cpu_i64(gen, count));
-  LLVMValueRef row = LLVMBuildSExt(b, load(gen, gen->i32, index, u.index), gen->i64, "");
+  LLVMValueRef v = LLVMBuildUDiv(b, e.index, cpu_i64(gen, s.width), "v");
+  LLVMValueRef j = LLVMBuildURem(b, e.index, cpu_i64(gen, s.width), "j");
+  LLVMValueRef sum = cpu_entry_alloca(gen, s.t, "sum");
+  LLVMBuildStore(b, scatter_zero(gen, &s), sum);
+  cpu_loop_begin(gen, &u, cpu_i64(gen, 0), cpu_i64(gen, s.count));
+  LLVMValueRef row = LLVMBuildSExt(b, load(gen, gen->i32, s.index, u.index), gen->i64, "");
   LLVMBasicBlockRef add_one = LLVMAppendBasicBlockInContext(gen->context, fn, "add_one");
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next");
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, row, v, ""), add_one, next);
   LLVMPositionBuilderAtEnd(b, add_one);
-  LLVMValueRef x = load(gen, t, updates, add(gen, mul(gen, u.index, width), j));
-  LLVMValueRef acc = LLVMBuildLoad2(b, t, sum, "");
-  LLVMBuildStore(b, fl ? LLVMBuildFAdd(b, acc, x, "") : LLVMBuildAdd(b, acc, x, ""), sum);
+  LLVMValueRef x = load(gen, s.t, s.updates, add(gen, mul(gen, u.index, s.width), j));
+  LLVMBuildStore(b, scatter_add_to(gen, &s, LLVMBuildLoad2(b, s.t, sum, ""), x), sum);
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, next);
   cpu_loop_end(gen, &u);
-  LLVMBuildStore(b, LLVMBuildLoad2(b, t, sum, ""), cpu_element(gen, t, out, e.index));
+  LLVMBuildStore(b, LLVMBuildLoad2(b, s.t, sum, ""), cpu_element(gen, s.t, s.out, e.index));
   cpu_loop_end(gen, &e);
 }
 
