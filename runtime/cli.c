@@ -59,7 +59,8 @@ static const char usage[] =
     "  --keep K           with --every: also keep the last K periodic checkpoints as\n"
     "                     SAVE.stepNNNNNNNN.safetensors (for average; default 0)\n"
     "  --resume           continue from --save when it exists\n"
-    "  --load FILE        checkpoint to evaluate, translate or generate with\n"
+    "  --load FILE        checkpoint to evaluate, translate or generate with (train\n"
+    "                     refuses it: continue a run with --save FILE --resume)\n"
     "  --vocab FILE       vocabulary (default: CHECKPOINT.vocab, written when training)\n"
     "  --seed N           initialisation and data order (default 1)\n"
     "  --threads N        worker threads (default: TFM_THREADS or every CPU)\n"
@@ -748,6 +749,11 @@ int main(int argc, char **argv) {
   }
   if (c.beam > 1000) return usage_error(prog, "%s", "--beam is at most 1000");
   if (c.keep && !c.every) return usage_error(prog, "%s", "--keep needs --every N");
+  /* train starts from its own --save with --resume; a --load it ignored
+   * would train from scratch without a word. */
+  if (!strcmp(c.command, "train") && c.load)
+    return usage_error(prog, "%s", "train does not read --load: to continue a run, give its "
+                                   "checkpoint as --save and add --resume");
   if (!strcmp(c.command, "average")) return cmd_average(prog, &c);
   if (!strcmp(c.command, "info")) return cmd_info();
   tfm_pool *pool = NULL;

@@ -23,3 +23,13 @@ else
   echo "FAIL: the checkpoints differ"
   exit 1
 fi
+# --load is for eval, translate and generate: train refuses it (status 2)
+# and says how to continue a run instead of training from scratch.
+out=$("$bin" "${common[@]}" --load "$work/straight.safetensors" 2>&1 >/dev/null)
+status=$?
+if [ "$status" -eq 2 ] && printf '%s' "$out" | grep -q -- "--resume"; then
+  echo "ok: train --load refused: $out"
+else
+  echo "FAIL: train --load: status $status, message: $out"
+  exit 1
+fi
