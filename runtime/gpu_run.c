@@ -201,6 +201,13 @@ void tfm_gpu_update(const tfm_gpu_program *p, uint8_t *persistent, uint8_t *scra
   (void)scratch;
   DeviceArena *arena = find_arena(persistent);
   if (!arena) return;
+  /* The host wrote params or states since the run (tfm_graph_buffer):
+   * the update goes over what it wrote, as on the CPU. */
+  if (arena->host_newer && p->persistent_bytes &&
+      tfm_cuda_upload(cuda, device_at(arena, TFM_REGION_PERSISTENT, 0), persistent,
+                      (size_t)p->persistent_bytes))
+    refuse();
+  arena->host_newer = false;
   for (int64_t i = 0; i < p->num_copies; i++) {
     const int64_t *c = &p->copies[4 * i];
     if (tfm_cuda_copy(cuda, device_at(arena, TFM_REGION_PERSISTENT, c[0]),

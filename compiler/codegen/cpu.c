@@ -117,7 +117,10 @@ static bool generate(CpuGen *gen) {
     else if (k->kind == KERNEL_DOT)
       cpu_emit_dot_kernel(gen, f, k);
     else if (k->kind == KERNEL_SCATTER)
-      cpu_emit_scatter_kernel(gen, f, k, gen->gpu_threads);
+      cpu_emit_scatter_kernel(gen, f, k,
+                              gen->gpu_threads
+                                  ? ptx_scatter_block_rows(graph_node(plan->graph, k->root))
+                                  : 0);
     else if (k->kind == KERNEL_ATTENTION)
       cpu_emit_attention_kernel(gen, f, k, NULL);
     else if (!gen->gpu_threads || !ptx_emit_row_kernel_serial(gen, f, k))

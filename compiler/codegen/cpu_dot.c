@@ -210,40 +210,51 @@ static void scatter_by_column(CpuGen *gen, const Kernel *kernel, LLVMValueRef fn
   cpu_loop_end(gen, &u);
 }
 
-/* The range is over elements (v, j) of the [V, D] result: each scans the
- * indices and sums the updates whose index is v, in index order, as
- * scatter_by_column adds them (the same bits). For the GPU, where D
- * columns were D threads (256 for gpt-small's embedding gradient: 0.5 ms
- * on an H200) and V x D are enough to fill it; the index reads are the
- * same address across a warp. */
-static void scatter_by_element(CpuGen *gen, const Kernel *kernel, LLVMValueRef fn) {
+/* The range is over (row block, column) pairs of the [V, D] result, the
+ * column fastest: item i takes column j = i mod D of rows [b R, b R + R),
+ * b = i div D, zeroes them and adds, in index order, each update whose
+ * index falls there, as scatter_by_column adds them (the same bits). For
+ * the GPU, where one thread a column left gpt-small's embedding gradient
+ * 256 threads (0.5 ms on an H200); R is chosen so that the pairs fill it
+ * (ptx_scatter_block_rows), and each index read is one address across a
+ * warp. R = 1 is one thread an element; it rescans all N indices per
+ * element, V D N reads, too many for a 37000-word vocabulary. */
+static void scatter_by_block(CpuGen *gen, const Kernel *kernel, LLVMValueRef fn, int64_t rows) {
   LLVMBuilderRef b = gen->builder;
   Scatter s = scatter_operands(gen, kernel, fn);
-  CpuLoop e, u;
+  CpuLoop e, v, u;
   cpu_loop_begin(gen, &e, LLVMGetParam(fn, 1), LLVMGetParam(fn, 2));
-  LLVMValueRef v = LLVMBuildUDiv(b, e.index, cpu_i64(gen, s.width), "v");
   LLVMValueRef j = LLVMBuildURem(b, e.index, cpu_i64(gen, s.width), "j");
-  LLVMValueRef sum = cpu_entry_alloca(gen, s.t, "sum");
-  LLVMBuildStore(b, scatter_zero(gen, &s), sum);
+  LLVMValueRef lo = mul(gen, LLVMBuildUDiv(b, e.index, cpu_i64(gen, s.width), ""), rows);
+  LLVMValueRef hi = LLVMBuildAdd(b, lo, cpu_i64(gen, rows), "");
+  hi = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, hi, cpu_i64(gen, s.rows), ""), hi,
+                       cpu_i64(gen, s.rows), "hi");
+  cpu_loop_begin(gen, &v, lo, hi);
+  LLVMBuildStore(b, scatter_zero(gen, &s),
+                 cpu_element(gen, s.t, s.out, add(gen, mul(gen, v.index, s.width), j)));
+  cpu_loop_end(gen, &v);
   cpu_loop_begin(gen, &u, cpu_i64(gen, 0), cpu_i64(gen, s.count));
   LLVMValueRef row = LLVMBuildSExt(b, load(gen, gen->i32, s.index, u.index), gen->i64, "");
+  LLVMValueRef mine = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, row, lo, ""),
+                                   LLVMBuildICmp(b, LLVMIntSLT, row, hi, ""), "");
   LLVMBasicBlockRef add_one = LLVMAppendBasicBlockInContext(gen->context, fn, "add_one");
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next");
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, row, v, ""), add_one, next);
+  LLVMBuildCondBr(b, mine, add_one, next);
   LLVMPositionBuilderAtEnd(b, add_one);
+  LLVMValueRef to = cpu_element(gen, s.t, s.out, add(gen, mul(gen, row, s.width), j));
   LLVMValueRef x = load(gen, s.t, s.updates, add(gen, mul(gen, u.index, s.width), j));
-  LLVMBuildStore(b, scatter_add_to(gen, &s, LLVMBuildLoad2(b, s.t, sum, ""), x), sum);
+  LLVMBuildStore(b, scatter_add_to(gen, &s, LLVMBuildLoad2(b, s.t, to, ""), x), to);
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, next);
   cpu_loop_end(gen, &u);
-  LLVMBuildStore(b, LLVMBuildLoad2(b, s.t, sum, ""), cpu_element(gen, s.t, s.out, e.index));
   cpu_loop_end(gen, &e);
 }
 
-void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel, bool by_element) {
+void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel,
+                             int64_t block_rows) {
   LLVMValueRef fn = cpu_kernel_function(gen, function);
-  if (by_element)
-    scatter_by_element(gen, kernel, fn);
+  if (block_rows > 0)
+    scatter_by_block(gen, kernel, fn, block_rows);
   else
     scatter_by_column(gen, kernel, fn);
   LLVMBuildRetVoid(gen->builder);

@@ -116,9 +116,10 @@ void cpu_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);
 /* A CPU dot kernel's range: rows x column blocks of this width (cpu_dot.c). */
 int64_t cpu_dot_column_block(const CpuGen *gen, const Kernel *kernel);
 int64_t cpu_dot_items(const CpuGen *gen, const Kernel *kernel);
-/* scatter_add: the range over the result's columns, or with by_element
- * (the GPU's) over its elements. */
-void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel, bool by_element);
+/* scatter_add: the range over the result's columns, or with block_rows
+ * > 0 (the GPU's) over (block of block_rows rows, column) pairs. */
+void cpu_emit_scatter_kernel(CpuGen *gen, int function, const Kernel *kernel,
+                             int64_t block_rows);
 /* The GPU's lanes sharing one attention row (ptx_row.c): lane l of a row
  * takes elements l, l + lanes, ... of each whole chunk of `lanes` elements
  * of the head's vectors, and `sum` adds a value over the row's lanes, every
@@ -147,6 +148,9 @@ void gpu_emit_host_entry(CpuGen *gen, const char *ptx);
  * (a range over rows): the split's loops and indexing without shuffles.
  * False, emitting nothing, for a kernel the GPU does not split. */
 bool ptx_emit_row_kernel_serial(CpuGen *gen, int function, const Kernel *kernel);
+/* The rows of a scatter_add's [V, D] result one GPU thread takes (of one
+ * column): enough (V / R) x D threads to fill the GPU, R >= 1. */
+int64_t ptx_scatter_block_rows(const GraphNode *scatter);
 /* ptx_dot.c: a dot as a range over elements of C (one GPU thread each). */
 void ptx_emit_dot_kernel(CpuGen *gen, int function, const Kernel *kernel);
 

@@ -72,8 +72,10 @@ static int64_t thread_items(const KernelPlan *plan, int kernel) {
   const GraphShape *s = &graph_node(plan->graph, k->root)->shape;
   if (k->kind == KERNEL_DOT)
     return graph_shape_numel(s);
-  if (k->kind == KERNEL_SCATTER) /* an element a thread (cpu_emit_scatter_kernel) */
-    return graph_shape_numel(s);
+  if (k->kind == KERNEL_SCATTER) { /* (row block, column) pairs (cpu_emit_scatter_kernel) */
+    int64_t rows = ptx_scatter_block_rows(graph_node(plan->graph, k->root));
+    return (s->dims[0] + rows - 1) / rows * s->dims[1];
+  }
   int64_t items = 1;
   for (int a = 0; a < thread_axes(plan, k); a++)
     items *= s->dims[a];
@@ -227,7 +229,7 @@ static bool generate(CpuGen *gen, LLVMValueRef *entries, bool cublas) {
     if (k->kind == KERNEL_DOT)
       ptx_emit_dot_kernel(gen, f, k);
     else if (k->kind == KERNEL_SCATTER)
-      cpu_emit_scatter_kernel(gen, f, k, true);
+      cpu_emit_scatter_kernel(gen, f, k, ptx_scatter_block_rows(graph_node(plan->graph, k->root)));
     else if (k->kind == KERNEL_ATTENTION)
       ptx_emit_attention_kernel(gen, f, k);
     else if ((threads = ptx_row_split_threads(plan, plan->function_kernel[f])) > 0)

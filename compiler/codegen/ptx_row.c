@@ -69,6 +69,11 @@ int64_t ptx_row_split_threads(const KernelPlan *plan, int kernel) {
   return ptx_row_threads(length);
 }
 
+int64_t ptx_scatter_block_rows(const GraphNode *scatter) {
+  int64_t cells = graph_shape_numel(&scatter->shape);
+  return cells > PTX_FILL_THREADS ? (cells + PTX_FILL_THREADS - 1) / PTX_FILL_THREADS : 1;
+}
+
 int64_t ptx_row_sharing(const KernelPlan *plan, int kernel) {
   return plan->kernels[kernel].kind == KERNEL_ATTENTION ? PTX_WARP
                                                         : ptx_row_split_threads(plan, kernel);

@@ -402,6 +402,15 @@ static void gather_scatter(void) {
   graph_output(g, "of expression", graph_scatter_add(g, graph_unary(g, GRAPH_OP_EXP, upd), idx, 5));
   graph_output(g, "i32", graph_scatter_add(g, in(g, "iupd", GRAPH_I32, SHAPE(2, 3, 2)), idx, 6));
   cg_check_graph("scatter_add", g, fill_indices);
+
+  /* A result of 301 x 300 cells: on the GPU a thread takes a column of a
+   * block of 2 rows (ptx_scatter_block_rows), the last block one row;
+   * fill_indices' rows lie in [-1, 8). */
+  g = graph_new();
+  upd = in(g, "upd", GRAPH_F32, SHAPE(40, 300));
+  idx = in(g, "idx", GRAPH_I32, SHAPE(40));
+  graph_output(g, "blocks", graph_scatter_add(g, upd, idx, 301));
+  cg_check_graph("scatter_add in row blocks", g, fill_indices);
 }
 
 static void dot_case(const char *name, GraphShape sa, GraphShape sb, bool ta, bool tb,
