@@ -26,14 +26,23 @@
 set -uo pipefail # not -e: a part that fails is counted and the table still printed
 root=$(cd "$(dirname "$0")/../.." && pwd)
 arch=sm_80 build=$root/build-gpu prebuilt=no work='' keep_logs=no
+usage() {
+  echo "usage: tests/gpu/run.sh [--gpu-arch sm_80|sm_90] [--prebuilt BUILD] [--logs DIR]" >&2
+  [ -z "${1:-}" ] || echo "tests/gpu/run.sh: $1" >&2
+  exit 2
+}
 while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || usage "$1 needs a value"
   case $1 in
-  --gpu-arch) arch=$2; shift 2 ;;
-  --prebuilt) build=$(cd "$2" && pwd) prebuilt=yes; shift 2 ;;
-  --logs) mkdir -p "$2" && work=$(cd "$2" && pwd) keep_logs=yes; shift 2 ;;
-  *) echo "usage: tests/gpu/run.sh [--gpu-arch sm_80|sm_90] [--prebuilt BUILD] [--logs DIR]" >&2
-     exit 2 ;;
+  --gpu-arch) arch=$2 ;;
+  --prebuilt)
+    [ -x "$2/compiler/tfmc" ] || usage "--prebuilt $2: no build there (no $2/compiler/tfmc)"
+    build=$(cd "$2" && pwd) prebuilt=yes ;;
+  --logs) { mkdir -p "$2" && work=$(cd "$2" && pwd); } || usage "--logs $2: cannot use that folder"
+    keep_logs=yes ;;
+  *) usage "unknown option '$1'" ;;
   esac
+  shift 2
 done
 if ! ldconfig -p 2> /dev/null | grep -q 'libcuda\.so\.1 ' ||
    { command -v nvidia-smi > /dev/null && ! nvidia-smi -L 2> /dev/null | grep -q '^GPU '; }; then
