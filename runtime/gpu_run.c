@@ -122,13 +122,14 @@ static DeviceArena *open_arena(const tfm_gpu_program *p, const uint8_t *persiste
     refuse();
   }
   if (!a) {
-    a = calloc(1, sizeof *a);
-    if (!a) {
+    tfm_device_ptr base;
+    if (tfm_cuda_alloc(cuda, (size_t)(bytes > 0 ? bytes : 1), &base)) refuse();
+    if (!(a = malloc(sizeof *a))) {
       tfm_fail("out of memory");
       refuse();
     }
-    if (tfm_cuda_alloc(cuda, (size_t)(bytes > 0 ? bytes : 1), &a->base)) refuse();
-    *a = (DeviceArena){arenas, persistent, p, a->base, bytes, true, false};
+    *a = (DeviceArena){.next = arenas, .host = persistent, .base = base, .bytes = bytes,
+                       .host_newer = true};
     arenas = a;
   }
   a->program = p;
