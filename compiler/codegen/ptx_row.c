@@ -111,13 +111,12 @@ static LLVMValueRef shared_slots(CpuGen *gen, int function, int slot, LLVMTypeRe
   return ptx_shared_array(gen, name, t, warps, 8);
 }
 
-/* CpuRowSplit.combine: the butterfly inside each warp (ptx_row_offset,
- * ptx_row_lower: every pair combined as (lower lane, upper lane), so both
- * lanes agree bit for bit), then across a block's warps in warp order. */
-static LLVMValueRef combine(CpuGen *gen, int function, int slot, const GraphNode *reduce,
-                            LLVMValueRef v, LLVMValueRef tid, int64_t threads) {
+/* The butterfly inside a warp (ptx_row_offset, ptx_row_lower: every pair
+ * combined as (lower lane, upper lane), so both lanes agree bit for bit):
+ * `reduce`'s step, or a sum where it is NULL. */
+static LLVMValueRef butterfly(CpuGen *gen, LLVMValueRef v, LLVMValueRef lane,
+                              const GraphNode *reduce) {
   LLVMBuilderRef b = gen->builder;
-  LLVMValueRef lane = LLVMBuildURem(b, tid, cpu_i64(gen, PTX_WARP), "lane");
   for (int i = 0; i < PTX_ROW_SHUFFLES; i++) {
     int offset = ptx_row_offset(i);
     LLVMValueRef other = shuffle(gen, v, offset);
@@ -125,8 +124,18 @@ static LLVMValueRef combine(CpuGen *gen, int function, int slot, const GraphNode
         b, LLVMIntEQ, LLVMBuildAnd(b, lane, cpu_i64(gen, offset), ""), cpu_i64(gen, 0), "");
     LLVMValueRef left = LLVMBuildSelect(b, lower, v, other, "");
     LLVMValueRef right = LLVMBuildSelect(b, lower, other, v, "");
-    v = cpu_reduction_step(gen, reduce, left, right);
+    v = reduce ? cpu_reduction_step(gen, reduce, left, right) : LLVMBuildFAdd(b, left, right, "");
   }
+  return v;
+}
+
+/* CpuRowSplit.combine: the butterfly inside each warp, then across a
+ * block's warps in warp order. */
+static LLVMValueRef combine(CpuGen *gen, int function, int slot, const GraphNode *reduce,
+                            LLVMValueRef v, LLVMValueRef tid, int64_t threads) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef lane = LLVMBuildURem(b, tid, cpu_i64(gen, PTX_WARP), "lane");
+  v = butterfly(gen, v, lane, reduce);
   int64_t warps = ptx_row_warps(threads);
   if (warps == 1)
     return v;
@@ -148,19 +157,9 @@ static LLVMValueRef combine(CpuGen *gen, int function, int slot, const GraphNode
   return acc;
 }
 
-/* CpuLanes.sum for an attention row's warp: the butterfly of combine, as
- * a plain sum (every pair added as (lower lane, upper lane)). */
+/* CpuLanes.sum for an attention row's warp. */
 static LLVMValueRef warp_sum(CpuGen *gen, LLVMValueRef v, LLVMValueRef lane) {
-  LLVMBuilderRef b = gen->builder;
-  for (int i = 0; i < PTX_ROW_SHUFFLES; i++) {
-    int offset = ptx_row_offset(i);
-    LLVMValueRef other = shuffle(gen, v, offset);
-    LLVMValueRef lower = LLVMBuildICmp(
-        b, LLVMIntEQ, LLVMBuildAnd(b, lane, cpu_i64(gen, offset), ""), cpu_i64(gen, 0), "");
-    v = LLVMBuildFAdd(b, LLVMBuildSelect(b, lower, v, other, ""),
-                      LLVMBuildSelect(b, lower, other, v, ""), "");
-  }
-  return v;
+  return butterfly(gen, v, lane, NULL);
 }
 
 void ptx_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) {
