@@ -97,7 +97,8 @@ static LLVMValueRef load_w(Att *a, LLVMValueRef base, LLVMValueRef index, int w)
 static LLVMValueRef store_w(Att *a, LLVMValueRef value, LLVMValueRef base, LLVMValueRef index,
                             int w) {
   LLVMValueRef p = chunk_element(a, base, index, w);
-  if (lanes_type(a, w) != a->t) p = LLVMBuildBitCast(a->b, p, LLVMPointerType(lanes_type(a, w), 0), "");
+  LLVMTypeRef ty = lanes_type(a, w);
+  if (ty != a->t) p = LLVMBuildBitCast(a->b, p, LLVMPointerType(ty, 0), "");
   LLVMValueRef s = LLVMBuildStore(a->b, value, p);
   LLVMSetAlignment(s, elem_align(a));
   return s;

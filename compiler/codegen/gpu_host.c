@@ -32,10 +32,13 @@ static LLVMValueRef i64_array(CpuGen *gen, const int64_t *values, int count, con
   return array;
 }
 
+/* The runtime's tfm_region of a buffer. */
+static int64_t region_of(const KernelBuffer *b) { return b->region == KERNEL_PERSISTENT ? 0 : 1; }
+
 /* {region, offset, bytes} of node `id`'s buffer at out[3 * n]. */
 static int add_range(const KernelPlan *plan, GraphId id, int64_t *out, int n) {
   const KernelBuffer *b = &plan->buffers[plan->buffer_of[id]];
-  out[3 * n] = b->region == KERNEL_PERSISTENT ? 0 : 1; /* tfm_region */
+  out[3 * n] = region_of(b);
   out[3 * n + 1] = b->offset;
   out[3 * n + 2] = b->bytes;
   return n + 1;
@@ -72,7 +75,7 @@ static LLVMValueRef emit_program(CpuGen *gen, const char *ptx) {
     launches[k] = LLVMConstNamedStruct(launch_type, values, 5);
     for (int i = 0; i < kernel->num_args; i++, arg++) {
       const KernelBuffer *b = &plan->buffers[kernel->args[i]];
-      regions[arg] = b->region == KERNEL_PERSISTENT ? 0 : 1; /* tfm_region */
+      regions[arg] = region_of(b);
       offsets[arg] = b->offset;
     }
   }
@@ -89,7 +92,7 @@ static LLVMValueRef emit_program(CpuGen *gen, const char *ptx) {
     const KernelBuffer *value = &plan->buffers[from];
     int64_t *c = &copies[4 * num_copies++];
     c[0] = plan->buffers[to].offset;
-    c[1] = value->region == KERNEL_PERSISTENT ? 0 : 1;
+    c[1] = region_of(value);
     c[2] = value->offset;
     c[3] = plan->buffers[to].bytes;
   }

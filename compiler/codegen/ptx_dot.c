@@ -154,7 +154,7 @@ static LLVMValueRef shared_word(CpuGen *gen, LLVMValueRef array, LLVMValueRef i)
  * 17 x 17 one a wrong last element. So each call is marked convergent (for
  * the IR passes), and after the k loop every accumulator goes, in the
  * block where every lane is, to an empty inline asm with side effects
- * (pin_accumulators), which emits nothing and which no pass moves: an mma
+ * (pin), which emits nothing and which no pass moves: an mma
  * then always has a use before the lanes' stores branch, and the hot loop
  * keeps its schedule. */
 static void mark_convergent(CpuGen *gen, LLVMValueRef call) {
