@@ -154,16 +154,24 @@ static void move_ranges(const DeviceArena *a, const int64_t *ranges, int64_t cou
   }
 }
 
+/* Where the host wrote params or states since the device last had them
+ * (first run, tfm_gpu_arena_written): the whole persistent region up. */
+static void upload_host_writes(DeviceArena *a, const tfm_gpu_program *p,
+                               const uint8_t *persistent) {
+  if (a->host_newer && p->persistent_bytes &&
+      tfm_cuda_upload(cuda, device_at(a, TFM_REGION_PERSISTENT, 0), persistent,
+                      (size_t)p->persistent_bytes))
+    refuse();
+  a->host_newer = false;
+}
+
 void tfm_gpu_run(const tfm_gpu_program *p, uint8_t *persistent, uint8_t *scratch) {
   GpuState *s = *p->state;
   if (!s) *p->state = s = load(p);
   DeviceArena *arena = open_arena(p, persistent);
   tfm_device_ptr dev_persistent = device_at(arena, TFM_REGION_PERSISTENT, 0);
   tfm_device_ptr dev_scratch = device_at(arena, TFM_REGION_SCRATCH, 0);
-  if (arena->host_newer && p->persistent_bytes &&
-      tfm_cuda_upload(cuda, dev_persistent, persistent, (size_t)p->persistent_bytes))
-    refuse();
-  arena->host_newer = false;
+  upload_host_writes(arena, p, persistent);
   move_ranges(arena, p->inputs, p->num_inputs, persistent, scratch, true);
   int64_t most = 1;
   for (int64_t i = 0; i < p->num_launches; i++)
@@ -202,13 +210,9 @@ void tfm_gpu_update(const tfm_gpu_program *p, uint8_t *persistent, uint8_t *scra
   (void)scratch;
   DeviceArena *arena = find_arena(persistent);
   if (!arena) return;
-  /* The host wrote params or states since the run (tfm_graph_buffer):
-   * the update goes over what it wrote, as on the CPU. */
-  if (arena->host_newer && p->persistent_bytes &&
-      tfm_cuda_upload(cuda, device_at(arena, TFM_REGION_PERSISTENT, 0), persistent,
-                      (size_t)p->persistent_bytes))
-    refuse();
-  arena->host_newer = false;
+  /* what the host wrote since the run (tfm_graph_buffer) first: the update
+   * goes over it, as on the CPU */
+  upload_host_writes(arena, p, persistent);
   for (int64_t i = 0; i < p->num_copies; i++) {
     const int64_t *c = &p->copies[4 * i];
     if (tfm_cuda_copy(cuda, device_at(arena, TFM_REGION_PERSISTENT, c[0]),
