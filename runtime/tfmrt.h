@@ -108,10 +108,12 @@ void tfm_pool_destroy(tfm_pool *pool);
 size_t tfm_pool_threads(const tfm_pool *pool);
 
 /* Calls fn over [0, n) split into k = min(n, threads) contiguous chunks in
- * index order, each n/k long plus one for the first n%k; chunk i always runs
- * on thread i (chunk 0 on the caller). Returns when every chunk is done. A call
- * from inside fn, or with pool == NULL, runs the whole range serially on the
- * calling thread. */
+ * index order, each n/k long plus one for the first n%k. Chunk i runs on
+ * thread i (chunk 0 on the caller) unless a thread that has finished its own
+ * finds it not yet started, and runs it instead: what fn computes must not
+ * depend on the thread. Returns when every chunk is done. A call from inside
+ * fn, or with pool == NULL, runs the whole range serially on the calling
+ * thread. */
 int tfm_parallel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx);
 
 /* What generated code calls for the kernel at index `kernel` of the running

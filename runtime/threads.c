@@ -1,13 +1,19 @@
-/* A fixed pool of pthreads behind tfm_parallel_for. The caller runs chunk 0
- * itself and worker i always runs chunk i, so which thread handles which
- * indices depends only on n and the pool size, never on timing.
+/* A fixed pool of pthreads behind tfm_parallel_for. A call's range is cut
+ * into one chunk per thread, the same way for the same n and pool size. The
+ * caller runs chunk 0 and worker i chunk i, unless a thread that has
+ * finished its own finds another chunk not yet started: then it runs that
+ * one too. Which thread runs a chunk never changes what it computes (no
+ * generated kernel depends on it), and the chunks' boundaries stay fixed.
  *
  * A training step is hundreds of kernels back to back, each one call. Waking
  * a thread blocked on a condition variable took long enough on the VMs here
  * to halve a 512 x 512 GEMM (bench/RESULTS.md), so both sides first spin for
  * a bounded time (SPIN_NS) on the atomic they wait for, and only then
  * block: between consecutive kernels nobody sleeps, while an idle pool, or
- * one on an oversubscribed machine, costs at most SPIN_NS of CPU per wait. */
+ * one on an oversubscribed machine, costs at most SPIN_NS of CPU per wait.
+ * A worker that did sleep can take longer to wake (0.2 to 1 ms on these
+ * VMs) than its chunk takes to run: the caller then runs it instead of
+ * waiting, which also keeps the next call from waking a sleeper again. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_COUNT */
 #include "tfmrt.h"
 #include "profile.h"
@@ -36,14 +42,19 @@ struct tfm_pool {
   pthread_t *handles;
   worker *workers;
   pthread_mutex_t call_lock; /* one tfm_parallel_for at a time */
-  pthread_mutex_t lock;      /* guards everything below */
+  pthread_mutex_t lock;      /* for the condition variables' waits and wake-ups */
   pthread_cond_t work_ready, work_done;
-  _Atomic uint64_t generation; /* bumped once per job (under lock) */
+  _Atomic uint64_t generation; /* job g's number, bumped under lock */
   _Atomic bool shutting_down;
+  /* Job g: written before generation becomes g, unchanged until it ends. */
   tfm_range_fn fn;
   void *ctx;
   size_t n, chunks;
-  _Atomic size_t pending; /* chunks still running on workers (changed under lock) */
+  /* Per chunk slot (threads of them): 2g while job g's chunk is not
+   * started, 2g + 1 once a thread took it (and for slots past chunks), so
+   * a thread still looking at an older job can never take one. */
+  _Atomic uint64_t *claims;
+  _Atomic size_t finished; /* chunks of the job done */
 };
 
 /* Set while a thread runs a chunk, so a nested call runs serially instead of
@@ -57,6 +68,26 @@ static void run_chunk(const tfm_pool *pool, size_t i) {
   inside_parallel_for = true;
   pool->fn(pool->ctx, begin, end);
   inside_parallel_for = false;
+}
+
+/* Runs every chunk of job g that no thread has started, `first` first (a
+ * thread's own chunk, so the rows a thread works on stay the same from one
+ * kernel to the next while nobody is late). */
+static void run_free_chunks(tfm_pool *pool, uint64_t g, size_t first) {
+  for (size_t j = 0; j < pool->threads; j++) {
+    size_t i = (first + j) % pool->threads;
+    uint64_t free_mark = 2 * g;
+    if (atomic_load_explicit(&pool->claims[i], memory_order_relaxed) != free_mark ||
+        !atomic_compare_exchange_strong(&pool->claims[i], &free_mark, free_mark + 1))
+      continue;
+    size_t chunks = pool->chunks; /* job g's until its last chunk is counted */
+    run_chunk(pool, i);
+    if (atomic_fetch_add_explicit(&pool->finished, 1, memory_order_acq_rel) + 1 == chunks) {
+      pthread_mutex_lock(&pool->lock);
+      pthread_cond_signal(&pool->work_done);
+      pthread_mutex_unlock(&pool->lock);
+    }
+  }
 }
 
 static int64_t now_ns(void) {
@@ -73,9 +104,10 @@ static void spin_while_equal(const _Atomic uint64_t *value, uint64_t unchanged) 
     if (i % 256 == 0 && now_ns() > until) return;
 }
 
-static void spin_while_pending(const _Atomic size_t *pending) {
+/* The caller's wait for the chunks that workers have started. */
+static void spin_while_unfinished(const tfm_pool *pool) {
   int64_t until = now_ns() + SPIN_NS;
-  for (unsigned i = 1; atomic_load_explicit(pending, memory_order_acquire) != 0; i++)
+  for (unsigned i = 1; atomic_load_explicit(&pool->finished, memory_order_acquire) != pool->chunks; i++)
     if (i % 256 == 0 && now_ns() > until) return;
 }
 
@@ -93,13 +125,8 @@ static void *worker_main(void *arg) {
       return NULL;
     }
     seen = pool->generation;
-    bool mine = self->index < pool->chunks;
     pthread_mutex_unlock(&pool->lock);
-    if (!mine) continue;
-    run_chunk(pool, self->index);
-    pthread_mutex_lock(&pool->lock);
-    if (--pool->pending == 0) pthread_cond_signal(&pool->work_done);
-    pthread_mutex_unlock(&pool->lock);
+    run_free_chunks(pool, seen, self->index);
   }
 }
 
@@ -134,6 +161,7 @@ static void stop_workers(tfm_pool *pool, size_t started) {
   pthread_mutex_destroy(&pool->call_lock);
   free(pool->handles);
   free(pool->workers);
+  free(pool->claims);
   free(pool);
 }
 
@@ -146,11 +174,12 @@ int tfm_pool_create(tfm_pool **out, size_t threads) {
   pool->threads = threads;
   pool->handles = calloc(threads, sizeof *pool->handles);
   pool->workers = calloc(threads, sizeof *pool->workers);
+  pool->claims = calloc(threads, sizeof *pool->claims);
   pthread_mutex_init(&pool->call_lock, NULL);
   pthread_mutex_init(&pool->lock, NULL);
   pthread_cond_init(&pool->work_ready, NULL);
   pthread_cond_init(&pool->work_done, NULL);
-  if (!pool->handles || !pool->workers) {
+  if (!pool->handles || !pool->workers || !pool->claims) {
     stop_workers(pool, 0);
     return tfm_fail("thread pool: out of memory");
   }
@@ -184,19 +213,23 @@ int tfm_parallel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx) {
     return TFM_OK;
   }
   pthread_mutex_lock(&pool->call_lock);
-  pthread_mutex_lock(&pool->lock);
   pool->fn = fn;
   pool->ctx = ctx;
   pool->n = n;
   pool->chunks = chunks;
-  pool->pending = chunks - 1;
-  pool->generation++;
+  uint64_t g = pool->generation + 1;
+  for (size_t i = 0; i < pool->threads; i++)
+    atomic_store_explicit(&pool->claims[i], i < chunks ? 2 * g : 2 * g + 1, memory_order_relaxed);
+  atomic_store_explicit(&pool->finished, 0, memory_order_relaxed);
+  pthread_mutex_lock(&pool->lock);
+  atomic_store_explicit(&pool->generation, g, memory_order_release);
   pthread_cond_broadcast(&pool->work_ready);
   pthread_mutex_unlock(&pool->lock);
-  run_chunk(pool, 0);
-  spin_while_pending(&pool->pending);
+  run_free_chunks(pool, g, 0);
+  /* Only chunks that a worker has started can be left: wait for them. */
+  spin_while_unfinished(pool);
   pthread_mutex_lock(&pool->lock);
-  while (pool->pending > 0) pthread_cond_wait(&pool->work_done, &pool->lock);
+  while (atomic_load(&pool->finished) != chunks) pthread_cond_wait(&pool->work_done, &pool->lock);
   pthread_mutex_unlock(&pool->lock);
   pthread_mutex_unlock(&pool->call_lock);
   return TFM_OK;
