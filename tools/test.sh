@@ -3,7 +3,8 @@
 # usage: tools/test.sh [--sanitize | --tsan]
 #   --sanitize: the same suite built with ASan+UBSan, in build-asan/
 #   --tsan: a ThreadSanitizer build of the compiler and runtime, in
-#           build-tsan/, and the tests labelled tsan (tfmc build's threads)
+#           build-tsan/, and the tests labelled tsan (tfmc build's threads,
+#           the runtime's pool)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/tools/deps.sh"
@@ -20,7 +21,7 @@ if [ "${1:-}" = "--sanitize" ]; then
 elif [ "${1:-}" = "--tsan" ]; then
   build=$root/build-tsan
   flags+=(-DTFM_TSAN=ON)
-  targets=(--target tfmc tfmrt tfmrt_main)
+  targets=(--target tfmc tfmrt tfmrt_main runtime_threads)
   tests=(-L tsan)
 elif [ -n "${1:-}" ]; then
   echo "usage: tools/test.sh [--sanitize | --tsan]" >&2
