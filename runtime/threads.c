@@ -107,7 +107,8 @@ static void spin_while_equal(const _Atomic uint64_t *value, uint64_t unchanged) 
 /* The caller's wait for the chunks that workers have started. */
 static void spin_while_unfinished(const tfm_pool *pool) {
   int64_t until = now_ns() + SPIN_NS;
-  for (unsigned i = 1; atomic_load_explicit(&pool->finished, memory_order_acquire) != pool->chunks; i++)
+  for (unsigned i = 1;
+       atomic_load_explicit(&pool->finished, memory_order_acquire) != pool->chunks; i++)
     if (i % 256 == 0 && now_ns() > until) return;
 }
 
