@@ -415,14 +415,20 @@ static void block_axpy(Att *a, LLVMValueRef *acc, LLVMValueRef *c, int n, int64_
 }
 
 /* p[e] = exp(s[e] - (sub ? sub[e] : sub0)) for e in [0, BLOCK), exactly 0
- * where s[e] = -inf. */
+ * where s[e] = -inf. In f32 on a vector target, whole vectors at a time:
+ * as a loop of scalars LLVM unrolled it fully before its vectorizer saw
+ * it wherever the scores also read a mask (the Transformer's kernels), and
+ * the scalar exp was the hottest code of its attention. */
 static void block_exp(Att *a, LLVMValueRef s, LLVMValueRef sub, LLVMValueRef sub0, LLVMValueRef p) {
+  int w = a->width > 1 && !a->lanes && a->t == a->gen->f32 && BLOCK % a->width == 0 ? a->width : 1;
   CpuLoop e;
-  cpu_loop_begin(a->gen, &e, i64c(a, 0), i64c(a, BLOCK));
-  LLVMValueRef m = sub ? load_w(a, sub, e.index, 1) : sub0;
-  LLVMValueRef se = load_w(a, s, e.index, 1);
+  cpu_loop_begin(a->gen, &e, i64c(a, 0), i64c(a, BLOCK / w));
+  LLVMValueRef at = imul(a, e.index, w);
+  LLVMValueRef m = sub ? load_w(a, sub, at, w) : splat_w(a, sub0, w);
+  LLVMValueRef se = load_w(a, s, at, w);
   LLVMValueRef pe = exp_t(a, LLVMBuildFSub(a->b, se, m, ""));
-  store_w(a, LLVMBuildSelect(a->b, is_neg_inf(a, se), real(a, 0.0), pe, ""), p, e.index, 1);
+  LLVMValueRef dead = LLVMBuildFCmp(a->b, LLVMRealOEQ, se, splat_w(a, real(a, -INFINITY), w), "");
+  store_w(a, LLVMBuildSelect(a->b, dead, LLVMConstNull(LLVMTypeOf(pe)), pe, ""), p, at, w);
   cpu_loop_end(a->gen, &e);
 }
 

@@ -66,8 +66,8 @@ LLVMValueRef cpu_libcall(CpuGen *gen, const char *name, LLVMTypeRef result, LLVM
 LLVMValueRef cpu_math_call(CpuGen *gen, const char *name, LLVMTypeRef type, LLVMValueRef *args,
                            int num_args);
 
-/* expf / tanhf of an f32 as inline arithmetic (cpu_math.c), so that loops
- * over them vectorize. */
+/* expf / tanhf of an f32, or of each lane of a vector of f32, as inline
+ * arithmetic (cpu_math.c), so that loops over them vectorize. */
 LLVMValueRef cpu_exp_f32(CpuGen *gen, LLVMValueRef x);
 LLVMValueRef cpu_tanh_f32(CpuGen *gen, LLVMValueRef x);
 

@@ -9,7 +9,26 @@
  * allow. The GPU keeps libdevice's functions. */
 #include "cpu_internal.h"
 
-static LLVMValueRef real(CpuGen *gen, double v) { return LLVMConstReal(gen->f32, v); }
+/* Every function here takes f32 or a vector of f32 (one lane at a time
+ * the same operations): constants take the shape of their operand. */
+static LLVMValueRef splat_like(LLVMTypeRef like, LLVMValueRef scalar) {
+  if (LLVMGetTypeKind(like) != LLVMVectorTypeKind) return scalar;
+  unsigned n = LLVMGetVectorSize(like);
+  LLVMValueRef lanes[64];
+  for (unsigned i = 0; i < n; i++) lanes[i] = scalar;
+  return LLVMConstVector(lanes, n);
+}
+
+static LLVMValueRef real(CpuGen *gen, LLVMTypeRef like, double v) {
+  return splat_like(like, LLVMConstReal(gen->f32, v));
+}
+
+/* The i32 type with the lanes of `like`. */
+static LLVMTypeRef int_like(CpuGen *gen, LLVMTypeRef like) {
+  return LLVMGetTypeKind(like) == LLVMVectorTypeKind
+             ? LLVMVectorType(gen->i32, LLVMGetVectorSize(like))
+             : gen->i32;
+}
 
 static LLVMValueRef fmul(CpuGen *gen, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildFMul(gen->builder, a, b, "");
@@ -22,15 +41,16 @@ static LLVMValueRef fadd(CpuGen *gen, LLVMValueRef a, LLVMValueRef b) {
 /* a b + c in one rounding where the target has FMA (half the
  * instructions of a multiply and an add). */
 static LLVMValueRef fmuladd(CpuGen *gen, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
-  LLVMTypeRef t = gen->f32;
+  LLVMTypeRef t = LLVMTypeOf(a);
   LLVMValueRef args[3] = {a, b, c};
   return cpu_intrinsic(gen, "llvm.fmuladd", &t, 1, args, 3);
 }
 
 /* c[0] + x (c[1] + x (c[2] + ...)), Horner's rule from the highest term. */
 static LLVMValueRef polynomial(CpuGen *gen, LLVMValueRef x, const double *c, int n) {
-  LLVMValueRef y = real(gen, c[n - 1]);
-  for (int i = n - 2; i >= 0; i--) y = fmuladd(gen, y, x, real(gen, c[i]));
+  LLVMTypeRef t = LLVMTypeOf(x);
+  LLVMValueRef y = real(gen, t, c[n - 1]);
+  for (int i = n - 2; i >= 0; i--) y = fmuladd(gen, y, x, real(gen, t, c[i]));
   return y;
 }
 
@@ -40,16 +60,18 @@ static LLVMValueRef polynomial(CpuGen *gen, LLVMValueRef x, const double *c, int
  * NaN their own result. */
 static LLVMValueRef clamp(CpuGen *gen, LLVMValueRef x, double lo, double hi) {
   LLVMBuilderRef b = gen->builder;
-  LLVMValueRef l = real(gen, lo), h = real(gen, hi);
+  LLVMValueRef l = real(gen, LLVMTypeOf(x), lo), h = real(gen, LLVMTypeOf(x), hi);
   x = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOLT, x, l, ""), l, x, "");
   return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, h, ""), h, x, "");
 }
 
-/* 2^n for an i32 n in [-126, 127]: the exponent field built directly. */
-static LLVMValueRef power_of_two(CpuGen *gen, LLVMValueRef n) {
+/* 2^n for an i32 n in [-126, 127]: the exponent field built directly;
+ * `t` is the f32 type with n's lanes. */
+static LLVMValueRef power_of_two(CpuGen *gen, LLVMValueRef n, LLVMTypeRef t) {
   LLVMBuilderRef b = gen->builder;
-  LLVMValueRef biased = LLVMBuildAdd(b, n, cpu_i32(gen, 127), "");
-  return LLVMBuildBitCast(b, LLVMBuildShl(b, biased, cpu_i32(gen, 23), ""), gen->f32, "");
+  LLVMTypeRef it = LLVMTypeOf(n);
+  LLVMValueRef biased = LLVMBuildAdd(b, n, splat_like(it, cpu_i32(gen, 127)), "");
+  return LLVMBuildBitCast(b, LLVMBuildShl(b, biased, splat_like(it, cpu_i32(gen, 23)), ""), t, "");
 }
 
 /* e^x for x in [-104, 89] as 2^n e^r, |r| <= ln 2 / 2. With `wide`, n may
@@ -59,22 +81,22 @@ static LLVMValueRef power_of_two(CpuGen *gen, LLVMValueRef n) {
  * and one factor does. */
 static LLVMValueRef exp_in_range(CpuGen *gen, LLVMValueRef x, bool wide) {
   LLVMBuilderRef b = gen->builder;
-  LLVMTypeRef t = gen->f32;
-  LLVMValueRef scaled = fmuladd(gen, x, real(gen, 1.44269504088896341), real(gen, 0.5));
+  LLVMTypeRef t = LLVMTypeOf(x);
+  LLVMValueRef scaled = fmuladd(gen, x, real(gen, t, 1.44269504088896341), real(gen, t, 0.5));
   LLVMValueRef n = cpu_intrinsic(gen, "llvm.floor", &t, 1, &scaled, 1);
   /* r = x - n ln 2, with ln 2 split in two so n * C1 is exact. */
-  LLVMValueRef r = fmuladd(gen, n, real(gen, -0.693359375), x);
-  r = fmuladd(gen, n, real(gen, 2.12194440e-4), r);
+  LLVMValueRef r = fmuladd(gen, n, real(gen, t, -0.693359375), x);
+  r = fmuladd(gen, n, real(gen, t, 2.12194440e-4), r);
   static const double p[] = {5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2,
                              8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4};
   LLVMValueRef er = fadd(gen, fmuladd(gen, polynomial(gen, r, p, 6), fmul(gen, r, r), r),
-                         real(gen, 1.0));
-  LLVMValueRef ni = LLVMBuildFPToSI(b, n, gen->i32, "");
+                         real(gen, t, 1.0));
+  LLVMValueRef ni = LLVMBuildFPToSI(b, n, int_like(gen, t), "");
   if (!wide)
-    return fmul(gen, er, power_of_two(gen, ni));
-  LLVMValueRef half = LLVMBuildAShr(b, ni, cpu_i32(gen, 1), "");
+    return fmul(gen, er, power_of_two(gen, ni, t));
+  LLVMValueRef half = LLVMBuildAShr(b, ni, splat_like(LLVMTypeOf(ni), cpu_i32(gen, 1)), "");
   LLVMValueRef rest = LLVMBuildSub(b, ni, half, "");
-  return fmul(gen, fmul(gen, er, power_of_two(gen, half)), power_of_two(gen, rest));
+  return fmul(gen, fmul(gen, er, power_of_two(gen, half, t)), power_of_two(gen, rest, t));
 }
 
 LLVMValueRef cpu_exp_f32(CpuGen *gen, LLVMValueRef x) {
@@ -89,7 +111,7 @@ LLVMValueRef cpu_exp_f32(CpuGen *gen, LLVMValueRef x) {
 
 LLVMValueRef cpu_tanh_f32(CpuGen *gen, LLVMValueRef x) {
   LLVMBuilderRef b = gen->builder;
-  LLVMTypeRef t = gen->f32;
+  LLVMTypeRef t = LLVMTypeOf(x);
   LLVMValueRef ax = cpu_intrinsic(gen, "llvm.fabs", &t, 1, &x, 1);
   /* |x| < 0.625: x + x^3 P(x^2), no cancellation. */
   static const double p[] = {-3.33332819422e-1, 1.33314422036e-1, -5.37397155531e-2,
@@ -100,14 +122,15 @@ LLVMValueRef cpu_tanh_f32(CpuGen *gen, LLVMValueRef x) {
    * (tanh(x) = 1 - 2e^-2x + ..., below half an ulp of 1 from 9.01), so
    * |x| is clamped there: e^2|x| then stays below 2^29, never overflows,
    * and needs neither exp's clamps nor its two-factor scaling. */
-  LLVMValueRef ten = real(gen, 10.0);
+  LLVMValueRef ten = real(gen, t, 10.0);
   LLVMValueRef ac = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, ax, ten, ""), ten, ax, "");
   LLVMValueRef e = exp_in_range(gen, fadd(gen, ac, ac), false);
-  LLVMValueRef large = LLVMBuildFSub(
-      b, real(gen, 1.0), LLVMBuildFDiv(b, real(gen, 2.0), fadd(gen, e, real(gen, 1.0)), ""), "");
+  LLVMValueRef large =
+      LLVMBuildFSub(b, real(gen, t, 1.0),
+                    LLVMBuildFDiv(b, real(gen, t, 2.0), fadd(gen, e, real(gen, t, 1.0)), ""), "");
   LLVMValueRef args[2] = {large, x};
   LLVMValueRef signed_large = cpu_intrinsic(gen, "llvm.copysign", &t, 1, args, 2);
-  LLVMValueRef near_zero = LLVMBuildFCmp(b, LLVMRealOLT, ax, real(gen, 0.625), "");
+  LLVMValueRef near_zero = LLVMBuildFCmp(b, LLVMRealOLT, ax, real(gen, t, 0.625), "");
   LLVMValueRef y = LLVMBuildSelect(b, near_zero, small, signed_large, "");
   /* NaN passed the clamp, but not the int conversion of exp's n. */
   return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealUNO, x, x, ""), x, y, "");
