@@ -12,6 +12,13 @@
 /* An inlined node is recomputed once per distinct index it is read at;
  * beyond this many it is cheaper to store it. */
 #define MAX_PATHS 4
+/* An inlined node is also recomputed for every iteration of its kernel,
+ * however few elements it has: a transcendental read through a broadcast
+ * (sinusoidal positions added to each batch row's embeddings ran sincosf
+ * 32 times per element in the small Transformer, its slowest loop kernel)
+ * is stored by a kernel of its own when the kernel would evaluate it more
+ * than this many times per element. */
+#define MAX_TRANSCENDENTAL_REPEATS 4
 
 typedef struct NodeDraft {
   int num_paths;
@@ -278,6 +285,27 @@ static bool only_loop_consumers(const Planner *p, GraphId id) {
   return true;
 }
 
+/* How often kernel k computes a node it reads at these paths: once per row
+ * (an item of its range) and, within a row, once per value of the inner
+ * vars a path reads (LLVM hoists what a loop does not depend on); -1 when
+ * a path is inside a hoisted reduction (reads a reduced axis' var), whose
+ * recomputation kernel formation accepts to keep a softmax row one kernel. */
+static int64_t evaluations(const KernelDraft *k, int root_rank, const KernelIndexMap *paths,
+                           int count) {
+  int64_t rows = 1, total = 0;
+  for (int v = 0; v < k->outer_axes; v++) rows *= k->extent[v];
+  for (int i = 0; i < count; i++) {
+    uint32_t deps = 0;
+    for (int d = 0; d < paths[i].rank; d++) deps |= paths[i].axis[d].deps;
+    if (deps >> root_rank) return -1;
+    int64_t per_row = 1;
+    for (int v = k->outer_axes; v < root_rank; v++)
+      if (deps & (1u << v)) per_row *= k->extent[v];
+    total += rows * per_row;
+  }
+  return total;
+}
+
 /* Inlines `id` into its consumers' kernel when that is legal and cheap;
  * returns false (and changes nothing) otherwise. */
 static bool try_inline(Planner *p, GraphId id) {
@@ -299,6 +327,10 @@ static bool try_inline(Planner *p, GraphId id) {
         return false;
     }
   }
+  if (kernel_op_cost(n->op) == KERNEL_COST_TRANSCENDENTAL &&
+      evaluations(k, graph_node(p->g, k->root)->shape.rank, paths, count) >
+          MAX_TRANSCENDENTAL_REPEATS * graph_shape_numel(&n->shape))
+    return false;
   NodeDraft *draft = &p->draft[id];
   if (is_reduce(n->op)) {
     if (count != 1 || !kernel_index_outer_only(&paths[0], k->outer_axes))

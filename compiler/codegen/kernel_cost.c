@@ -5,6 +5,28 @@
  * per element even where fusion recomputes them, so these are nominal
  * figures: what the model needs, not what the code does. */
 #include "kernel.h"
+#include "kernel_internal.h"
+
+int kernel_op_cost(GraphOp op) {
+  switch (graph_op_kind(op)) {
+  case GRAPH_KIND_MOVEMENT: return 0;
+  case GRAPH_KIND_ELEMENTWISE: break;
+  default: return KERNEL_COST_NOT_ELEMENTWISE;
+  }
+  switch (op) {
+  case GRAPH_OP_DIV:
+  case GRAPH_OP_RECIP:
+  case GRAPH_OP_SQRT:
+  case GRAPH_OP_RSQRT: return 4;
+  case GRAPH_OP_EXP:
+  case GRAPH_OP_LOG:
+  case GRAPH_OP_TANH:
+  case GRAPH_OP_SIN:
+  case GRAPH_OP_COS:
+  case GRAPH_OP_POW: return KERNEL_COST_TRANSCENDENTAL;
+  default: return 1;
+  }
+}
 
 /* Attention ops count the products the model needs, per (query i, key j)
  * of the dense T x S (causal rows need about half): the forward q.k and

@@ -35,6 +35,14 @@ bool kernel_index_equal(const KernelIndexMap *a, const KernelIndexMap *b);
 /* Affine and reading only vars below `outer_axes`. */
 bool kernel_index_outer_only(const KernelIndexMap *map, int outer_axes);
 
+/* What computing one element of an op costs, in adds: movement 0, an add
+ * or multiply 1, a division or square root 4, a transcendental
+ * KERNEL_COST_TRANSCENDENTAL; anything not elementwise (reductions,
+ * contractions, random) KERNEL_COST_NOT_ELEMENTWISE. */
+#define KERNEL_COST_TRANSCENDENTAL 16
+#define KERNEL_COST_NOT_ELEMENTWISE 1000
+int kernel_op_cost(GraphOp op);
+
 /* Assigns Kernel.function by structural equality; false when out of memory. */
 bool kernel_signature_assign(KernelPlan *plan);
 

@@ -16,11 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel_internal.h"
 #include "rewrite.h"
 
-/* Per element of the copied value. An add or mul is 1, a division or
- * square root 4, a transcendental 16: storing and reloading a float costs
- * about as much as a few adds, not as a tanh. */
+/* Per element of the copied value (kernel_op_cost): storing and reloading
+ * a float costs about as much as a few adds, not as a tanh. */
 #define MAX_COST 4
 #define MAX_COPIES 4
 /* A kernel that only expands its input through movement ops (a broadcast of
@@ -32,27 +32,6 @@
  * where one value a row would do. */
 #define MAX_EXPANSION_COPIES 64
 #define MAX_ROUNDS 8
-
-static int op_cost(GraphOp op) {
-  switch (graph_op_kind(op)) {
-  case GRAPH_KIND_MOVEMENT: return 0;
-  case GRAPH_KIND_ELEMENTWISE: break;
-  default: return MAX_COST + 1; /* reductions, contractions, random: never */
-  }
-  switch (op) {
-  case GRAPH_OP_DIV:
-  case GRAPH_OP_RECIP:
-  case GRAPH_OP_SQRT:
-  case GRAPH_OP_RSQRT: return 4;
-  case GRAPH_OP_EXP:
-  case GRAPH_OP_LOG:
-  case GRAPH_OP_TANH:
-  case GRAPH_OP_SIN:
-  case GRAPH_OP_COS:
-  case GRAPH_OP_POW: return 16;
-  default: return 1;
-  }
-}
 
 #define MAX_VIEWS 4
 
@@ -203,7 +182,7 @@ static bool worth_copying(const KernelPlan *plan, int ki, Choice *c, bool *copie
   int cost = 0;
   for (int i = 0; i < k->num_nodes; i++)
     if (copied[i])
-      cost += op_cost(graph_node(plan->graph, k->nodes[i])->op);
+      cost += kernel_op_cost(graph_node(plan->graph, k->nodes[i])->op);
   int most = cost == 0 && expands(plan, k) ? MAX_EXPANSION_COPIES : MAX_COPIES;
   return cost <= MAX_COST && consumer_kernels(plan, ki, most, c) && c->num_copies >= 2 &&
          copying_pays(plan, ki, c);

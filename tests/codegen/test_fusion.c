@@ -169,6 +169,25 @@ static void views_and_sharing(void) {
   expect_layers("three equal layers: six kernels, three functions", g, 6, 3);
 }
 
+/* A transcendental read through a broadcast is computed once per copy when
+ * inlined (sinusoidal positions added to each batch row): past four
+ * evaluations an element it gets a kernel of its own; at two it stays. */
+static void broadcast_transcendental(void) {
+  for (int copies = 2; copies <= 8; copies *= 4) {
+    Graph *g = graph_new();
+    GraphShape s = SHAPE(copies, 10, 16);
+    GraphId x = graph_input(g, "x", GRAPH_F32, s);
+    GraphId p = graph_input(g, "p", GRAPH_F32, SHAPE(10, 16));
+    GraphId pe = graph_unary(g, GRAPH_OP_SIN, p);
+    graph_output(g, "y", graph_binary(g, GRAPH_OP_ADD, x, bcast(g, pe, s)));
+    KernelPlan *plan = plan_of(g);
+    if (plan) CG_CHECK((plan->placement[pe] == KERNEL_ROOT) == (copies == 8));
+    kernel_plan_free(plan);
+    if (copies == 2) expect("sin read by 2 broadcast rows: inlined", g, 1, 1, 0);
+    else expect("sin read by 8 broadcast rows: a kernel of its own", g, 2, 2, -1);
+  }
+}
+
 /* The buffer of a node in a plan, or -1. */
 static int buffer_index(const Graph *g, GraphId node) {
   KernelPlan *plan = plan_of(g);
@@ -395,6 +414,7 @@ int main(void) {
   softmax_rows();
   layernorm_rows();
   views_and_sharing();
+  broadcast_transcendental();
   in_place();
   noalias_buffers();
   recomputation();
