@@ -496,6 +496,13 @@ bool graph_output(Graph *g, const char *name, GraphId node) {
   return true;
 }
 
+void graph_remove_output(Graph *g, const char *name) {
+  int kept = 0;
+  for (int i = 0; i < g->num_outputs; i++)
+    if (strcmp(g->outputs[i].name, name) != 0) g->outputs[kept++] = g->outputs[i];
+  g->num_outputs = kept;
+}
+
 bool graph_update(Graph *g, GraphId target, GraphId value) {
   if (!check_node(g, target, "update") || !check_node(g, value, "update")) return false;
   const GraphNode *t = &g->nodes[target], *v = &g->nodes[value];

@@ -173,6 +173,8 @@ GraphId graph_attention(Graph *g, GraphId q, GraphId k, GraphId v, GraphId mask,
 
 /* Interface. */
 bool graph_output(Graph *g, const char *name, GraphId node);
+/* Removes the output `name` (the node stays); nothing when there is none. */
+void graph_remove_output(Graph *g, const char *name);
 bool graph_update(Graph *g, GraphId target, GraphId value);
 
 /* Copies node `id` of `src` into `dst` with new inputs (same op, attrs). */

@@ -40,8 +40,9 @@ GraphId train_lr_warmup_rsqrt(Graph *g, double d_model, double warmup);
  * gradient clipping and the optimizer update: creates the optimizer's
  * moments as state nodes named "<optimizer slot>.<param name>" (e.g.
  * "adam.m.encoder.0.wq"), adds an update for every param and state, and
- * the outputs "lr" (and "grad_norm" when clipping). Returns false with
- * graph_error(g) set on failure. */
+ * the outputs "lr" (and "grad_norm" when clipping). Every output of g but
+ * the loss's is removed: the others are the forward graph's business.
+ * Returns false with graph_error(g) set on failure. */
 bool train_build(Graph *g, GraphId loss, const TrainConfig *config);
 
 #endif
