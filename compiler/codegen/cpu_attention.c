@@ -484,30 +484,52 @@ static LLVMValueRef transposed_at(Att *a, LLVMValueRef u, LLVMValueRef h, int64_
 
 /* dst at transposed_at(u, h) = src[u len + h] for u < rows, h < len, and 0
  * for u in [rows, padded): `rows` rows of `len` elements transposed,
- * squares of a->width x a->width through shuffles, the edges one element at
- * a time. */
+ * squares of a->width x a->width through shuffles (the last rows, when
+ * fewer than a square and padding follows, as a square whose missing rows
+ * are zeros: the small Transformer's ten keys a head went through the
+ * element loop, which took more time than its attention's products), the
+ * edges one element at a time. */
 static void transpose_rows(Att *a, LLVMValueRef src, int64_t rows, int64_t len, LLVMValueRef dst,
                            int64_t padded) {
   int w = a->width;
-  int64_t row_squares = rows / w, len_squares = len / w;
-  if (row_squares > 0 && len_squares > 0) {
+  int64_t row_squares = rows / w, len_squares = len / w, part = rows % w;
+  int64_t squares_end = row_squares * w;
+  if (part > 0 && padded >= squares_end + w) squares_end += w; /* with the partial square */
+  if (squares_end > 0 && len_squares > 0) {
     CpuLoop u, h;
-    cpu_loop_begin(a->gen, &u, i64c(a, 0), i64c(a, row_squares));
+    cpu_loop_begin(a->gen, &u, i64c(a, 0), i64c(a, squares_end / w));
     LLVMValueRef u0 = imul(a, u.index, w);
     cpu_loop_begin(a->gen, &h, i64c(a, 0), i64c(a, len_squares));
     LLVMValueRef h0 = imul(a, h.index, w), v[32];
-    for (int r = 0; r < w; r++)
-      v[r] = load_w(a, src, iadd(a, imul(a, iadd(a, u0, i64c(a, r)), len), h0), w);
+    if (squares_end > row_squares * w) {
+      /* the partial square's rows past `rows` are zeros */
+      LLVMValueRef partial = LLVMBuildICmp(a->b, LLVMIntEQ, u.index, i64c(a, row_squares), "");
+      LLVMValueRef zero = LLVMConstNull(lanes_type(a, w));
+      for (int r = 0; r < w; r++) {
+        if (r < part) {
+          v[r] = load_w(a, src, iadd(a, imul(a, iadd(a, u0, i64c(a, r)), len), h0), w);
+          continue;
+        }
+        /* a row of a full square, or zeros (it is read at row 0 then) */
+        LLVMValueRef row = LLVMBuildSelect(a->b, partial, i64c(a, 0), iadd(a, u0, i64c(a, r)), "");
+        LLVMValueRef x = load_w(a, src, iadd(a, imul(a, row, len), h0), w);
+        v[r] = LLVMBuildSelect(a->b, partial, zero, x, "");
+      }
+    } else {
+      for (int r = 0; r < w; r++)
+        v[r] = load_w(a, src, iadd(a, imul(a, iadd(a, u0, i64c(a, r)), len), h0), w);
+    }
     transpose_square(a, v, w);
     for (int r = 0; r < w; r++)
       store_w(a, v[r], dst, transposed_at(a, u0, iadd(a, h0, i64c(a, r)), len), w);
     cpu_loop_end(a->gen, &h);
     cpu_loop_end(a->gen, &u);
   }
-  /* the elements past the squares: the rows' last columns, then the last
-   * rows and the zero padding */
+  /* the elements past the squares: their rows' last columns, then the
+   * rows after them and the zero padding */
   for (int edge = 0; edge < 2; edge++) {
-    int64_t u_from = edge ? row_squares * w : 0, u_to = edge ? padded : row_squares * w;
+    int64_t u_from = edge ? (len_squares > 0 ? squares_end : 0) : 0;
+    int64_t u_to = edge ? padded : (len_squares > 0 ? squares_end : 0);
     int64_t h_from = edge ? 0 : len_squares * w;
     if (u_from >= u_to || h_from >= len) continue;
     CpuLoop u, h;
