@@ -102,6 +102,35 @@ static void batched(void) {
   run_modes("gemm batched", g, GRAPH_F32);
 }
 
+/* One row a batch against a B of each batch (an RNN decoder's query and
+ * its encoder states): matrix-vector products instead of the GEMM
+ * (cpu_dot.c), B transposed or not, k within a vector, past whole vectors
+ * and past a GEMM k block, A shared or batched or transposed, and f64. */
+static void vector_rows(void) {
+  Graph *g = graph_new();
+  graph_output(g, "scores_nt", graph_dot(g, graph_input(g, "q", GRAPH_F32, SHAPE(32, 1, 128)),
+                                         graph_input(g, "e", GRAPH_F32, SHAPE(32, 25, 128)), false,
+                                         true));
+  graph_output(g, "context_nn", graph_dot(g, graph_input(g, "p", GRAPH_F32, SHAPE(7, 1, 300)),
+                                          graph_input(g, "v", GRAPH_F32, SHAPE(7, 300, 37)),
+                                          false, false));
+  graph_output(g, "short_k_nt", graph_dot(g, graph_input(g, "s", GRAPH_F32, SHAPE(4, 1, 5)),
+                                          graph_input(g, "t", GRAPH_F32, SHAPE(4, 9, 5)), false,
+                                          true));
+  graph_output(g, "shared_a_ta", graph_dot(g, graph_input(g, "x", GRAPH_F32, SHAPE(19, 1)),
+                                           graph_input(g, "y", GRAPH_F32, SHAPE(5, 19, 33)),
+                                           true, false));
+  run_modes("gemm vector rows", g, GRAPH_F32);
+  g = graph_new();
+  graph_output(g, "f64_nn", graph_dot(g, graph_input(g, "a", GRAPH_F64, SHAPE(3, 1, 21)),
+                                      graph_input(g, "b", GRAPH_F64, SHAPE(3, 21, 9)), false,
+                                      false));
+  graph_output(g, "f64_nt", graph_dot(g, graph_input(g, "c", GRAPH_F64, SHAPE(3, 1, 21)),
+                                      graph_input(g, "d", GRAPH_F64, SHAPE(3, 9, 21)), false,
+                                      true));
+  run_modes("gemm vector rows f64", g, GRAPH_F64);
+}
+
 static void f64(void) {
   Graph *g = graph_new();
   for (int t = 0; t < 4; t++) {
@@ -121,6 +150,7 @@ int main(void) {
   for (int t = 0; t < 4; t++)
     transposes(t & 1, t & 2);
   batched();
+  vector_rows();
   f64();
   return cg_finish("codegen_gemm");
 }
