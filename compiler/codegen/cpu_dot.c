@@ -40,13 +40,6 @@ static LLVMValueRef select_i64(CpuGen *gen, LLVMIntPredicate p, LLVMValueRef a, 
   return LLVMBuildSelect(bl, LLVMBuildICmp(bl, p, a, b, ""), a, b, "");
 }
 
-/* A dot whose C has fewer rows (batch x m) than columns, such as a weight
- * gradient [256, 1024] contracted over k = B*T, would give each of two
- * threads a few row blocks and the whole of B to pack: its range also
- * splits the columns, into two blocks of a multiple of 32 (every micro-tile
- * width divides it), block-major, so two threads take one column block
- * each and pack half of B. Anything else keeps one block (the range is the
- * rows). */
 /* Whether a dot runs as matrix-vector products (emit_vector_rows): one row
  * a batch, each batch its own B, f32 or f64 on a vector target. */
 static bool vector_rows(const CpuGen *gen, const DotShape *s, const GraphNode *n) {
@@ -54,6 +47,13 @@ static bool vector_rows(const CpuGen *gen, const DotShape *s, const GraphNode *n
          !gen->gpu_threads;
 }
 
+/* A dot whose C has fewer rows (batch x m) than columns, such as a weight
+ * gradient [256, 1024] contracted over k = B*T, would give each of two
+ * threads a few row blocks and the whole of B to pack: its range also
+ * splits the columns, into two blocks of a multiple of 32 (every micro-tile
+ * width divides it), block-major, so two threads take one column block
+ * each and pack half of B. Anything else keeps one block (the range is the
+ * rows). */
 int64_t cpu_dot_column_block(const CpuGen *gen, const Kernel *kernel) {
   const GraphNode *n = graph_node(gen->graph, kernel->root);
   DotShape s = dot_shape(gen, n);
@@ -139,8 +139,10 @@ static LLVMValueRef lane_sum(CpuGen *gen, LLVMValueRef v, int w) {
     LLVMValueRef lo[32], hi[32];
     for (int i = 0; i < w / 2; i++) lo[i] = cpu_i32(gen, i), hi[i] = cpu_i32(gen, w / 2 + i);
     LLVMValueRef undef = LLVMGetUndef(LLVMTypeOf(v));
-    v = LLVMBuildFAdd(b, LLVMBuildShuffleVector(b, v, undef, LLVMConstVector(lo, (unsigned)(w / 2)), ""),
-                      LLVMBuildShuffleVector(b, v, undef, LLVMConstVector(hi, (unsigned)(w / 2)), ""), "");
+    unsigned half = (unsigned)(w / 2);
+    LLVMValueRef low = LLVMBuildShuffleVector(b, v, undef, LLVMConstVector(lo, half), "");
+    LLVMValueRef high = LLVMBuildShuffleVector(b, v, undef, LLVMConstVector(hi, half), "");
+    v = LLVMBuildFAdd(b, low, high, "");
   }
   return LLVMBuildExtractElement(b, v, cpu_i32(gen, 0), "");
 }
@@ -150,9 +152,10 @@ static LLVMValueRef lane_sum(CpuGen *gen, LLVMValueRef v, int w) {
  * matrix-vector products. Through the GEMM each batch paid B's packing and
  * a 12-row tile for its one row: the GRU seq2seq's [32, 1, 25] scores and
  * their gradients ran at about 5 GFLOP/s, a tenth of its step. c[j] sums
- * a[p] B(p, j) over p: along B's rows in vectors of j (B untransposed), or
- * as one dot product of a with row j of B, in vectors of p and then across
- * the lanes (transposed). */
+ * a[p] B(p, j) over p: along B's rows in vectors of j (B untransposed; from
+ * zero in p order, the GEMM's order within one k block), or as one dot
+ * product of a with row j of B, in vectors of p and then across the lanes
+ * (transposed). */
 static void emit_vector_rows(CpuGen *gen, const DotShape *s, LLVMTypeRef t, LLVMValueRef c,
                              LLVMValueRef a, LLVMValueRef bm, LLVMValueRef begin,
                              LLVMValueRef end) {
@@ -161,7 +164,8 @@ static void emit_vector_rows(CpuGen *gen, const DotShape *s, LLVMTypeRef t, LLVM
   LLVMTypeRef vt = LLVMVectorType(t, (unsigned)w);
   CpuLoop batch, j, p;
   cpu_loop_begin(gen, &batch, begin, end);
-  LLVMValueRef ab = cpu_element(gen, t, a, s->a_batched ? mul(gen, batch.index, s->k) : cpu_i64(gen, 0));
+  LLVMValueRef a_at = s->a_batched ? mul(gen, batch.index, s->k) : cpu_i64(gen, 0);
+  LLVMValueRef ab = cpu_element(gen, t, a, a_at); /* m = 1: a's k elements are contiguous */
   LLVMValueRef bb = cpu_element(gen, t, bm, mul(gen, batch.index, s->k * s->n));
   LLVMValueRef cb = cpu_element(gen, t, c, mul(gen, batch.index, s->n));
   int64_t vectors = s->tb ? s->k / w : s->n / w;
@@ -180,13 +184,15 @@ static void emit_vector_rows(CpuGen *gen, const DotShape *s, LLVMTypeRef t, LLVM
       LLVMValueRef x = load(gen, t, ab, p.index);
       if (chunked) {
         LLVMValueRef v = LLVMBuildInsertElement(b, LLVMGetUndef(vt), x, cpu_i32(gen, 0), "");
-        x = LLVMBuildShuffleVector(b, v, LLVMGetUndef(vt), LLVMConstNull(LLVMVectorType(gen->i32, (unsigned)w)), "");
+        LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(gen->i32, (unsigned)w));
+        x = LLVMBuildShuffleVector(b, v, LLVMGetUndef(vt), zeros, "");
       }
       LLVMValueRef at = add(gen, mul(gen, p.index, s->n), j0);
       LLVMValueRef y = chunked ? vector_at(gen, vt, t, bb, at) : load(gen, t, bb, at);
       LLVMBuildStore(b, fma_of(gen, x, y, LLVMBuildLoad2(b, ct, acc, "")), acc);
       cpu_loop_end(gen, &p);
-      LLVMValueRef out = LLVMBuildBitCast(b, cpu_element(gen, t, cb, j0), LLVMPointerType(ct, 0), "");
+      LLVMValueRef out =
+          LLVMBuildBitCast(b, cpu_element(gen, t, cb, j0), LLVMPointerType(ct, 0), "");
       LLVMValueRef st = LLVMBuildStore(b, LLVMBuildLoad2(b, ct, acc, ""), out);
       LLVMSetAlignment(st, t == gen->f64 ? 8 : 4);
       cpu_loop_end(gen, &j);
