@@ -408,6 +408,14 @@ static bool decide(Planner *p, GraphId id) {
     return true;
   } else {
     ok = make_root(p, id);
+    /* A broadcast that loop kernels read from different kernels: its
+     * input is stored, and the broadcast, a kernel that only expands it,
+     * is copied into each reader by kernel_recompute, instead of the
+     * expanded tensor being written and read back (the GRU seq2seq's
+     * attention gradients broadcast [32, 25, 1] values to [32, 25, 128]
+     * this way, 24 kernels a step). */
+    if (n->op == GRAPH_OP_BROADCAST && only_loop_consumers(p, id))
+      p->draft[n->inputs[0]].must_materialise = true;
   }
   if (ok)
     schedule_free(p, id);

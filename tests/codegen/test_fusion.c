@@ -355,6 +355,26 @@ static void recomputation(void) {
     fprintf(stderr, "a negation read through a reshape: expected 3 kernels, 2 after\n");
   cg_check_graph("a negation read through a reshape by two kernels is recomputed in both", g, NULL);
 
+  /* A row statistic computed after its reduction (a tanh, too costly for
+   * either reader to recompute) and broadcast to two kernels: the
+   * statistic is stored, 4 bytes a row, and the broadcast copied into
+   * both, not the broadcast tensor stored. */
+  g = graph_new();
+  GraphId u = graph_input(g, "u", GRAPH_F32, SHAPE(6, 37));
+  GraphId stat = graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_unary(g, GRAPH_OP_EXP, u), 2);
+  stat = graph_unary(g, GRAPH_OP_TANH, stat);
+  GraphId spread = bcast(g, stat, SHAPE(6, 37));
+  graph_output(g, "plus", graph_binary(g, GRAPH_OP_ADD, spread, u));
+  graph_output(g, "times", graph_binary(g, GRAPH_OP_MUL, spread, u));
+  int64_t stat_scratch;
+  int stat_kernels = recomputed_kernels_scratch(g, &stat_scratch);
+  /* the sum, its tanh (in place) and the two outputs */
+  if (!CG_CHECK(stat_kernels == 4) || !CG_CHECK(stat_scratch == 64))
+    fprintf(stderr, "a broadcast statistic: expected 4 kernels and the statistic alone stored "
+                    "(64 bytes), got %d kernels, %lld bytes\n", stat_kernels,
+            (long long)stat_scratch);
+  cg_check_graph("a broadcast statistic read by two kernels is stored unexpanded", g, NULL);
+
   /* A row max broadcast to two kernels: the broadcast is copied into both
    * and the max alone is stored, 4 bytes a row instead of 4 * 37. */
   g = graph_new();
