@@ -105,39 +105,13 @@ static LLVMValueRef store_w(Att *a, LLVMValueRef value, LLVMValueRef base, LLVMV
 }
 
 static LLVMValueRef splat_w(Att *a, LLVMValueRef x, int w) {
-  if (lanes_type(a, w) == a->t) return x;
-  LLVMTypeRef vt = lanes_type(a, w);
-  LLVMValueRef v = LLVMBuildInsertElement(a->b, LLVMGetUndef(vt), x, cpu_i32(a->gen, 0), "");
-  LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(a->gen->i32, (unsigned)w));
-  return LLVMBuildShuffleVector(a->b, v, LLVMGetUndef(vt), zeros, "");
-}
-
-static LLVMValueRef fmuladd(Att *a, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z) {
-  LLVMTypeRef ty = LLVMTypeOf(x);
-  LLVMValueRef args[3] = {x, y, z};
-  return cpu_intrinsic(a->gen, "llvm.fmuladd", &ty, 1, args, 3);
+  return lanes_type(a, w) == a->t ? x : cpu_splat(a->gen, x, (unsigned)w);
 }
 
 /* Sum of the lanes of v, pairwise (on the GPU, the warp's shuffle sum). */
 static LLVMValueRef hsum(Att *a, LLVMValueRef v, int w) {
   if (a->lanes) return w > 1 ? a->lanes->sum(a->gen, v, a->lane) : v;
-  while (w > 1) {
-    int h = w / 2;
-    LLVMValueRef lo[32], hi[32];
-    for (int i = 0; i < h; i++) {
-      lo[i] = cpu_i32(a->gen, i);
-      hi[i] = cpu_i32(a->gen, h + i);
-    }
-    LLVMValueRef l = LLVMBuildShuffleVector(a->b, v, LLVMGetUndef(LLVMTypeOf(v)),
-                                            LLVMConstVector(lo, (unsigned)h), "");
-    LLVMValueRef r = LLVMBuildShuffleVector(a->b, v, LLVMGetUndef(LLVMTypeOf(v)),
-                                            LLVMConstVector(hi, (unsigned)h), "");
-    v = LLVMBuildFAdd(a->b, l, r, "");
-    w = h;
-  }
-  return LLVMGetTypeKind(LLVMTypeOf(v)) == LLVMVectorTypeKind
-             ? LLVMBuildExtractElement(a->b, v, cpu_i32(a->gen, 0), "")
-             : v;
+  return cpu_lane_sum(a->gen, v);
 }
 
 static LLVMValueRef slot(Att *a, LLVMTypeRef ty, LLVMValueRef init) {
@@ -320,8 +294,10 @@ static void dot_rows(Att *a, LLVMValueRef *xs, LLVMValueRef y, int n, int64_t le
     cpu_loop_begin(a->gen, &c, i64c(a, 0), i64c(a, full));
     LLVMValueRef at = imul(a, c.index, w);
     LLVMValueRef yv = load_w(a, y, at, w);
-    for (int r = 0; r < n; r++)
-      LLVMBuildStore(a->b, fmuladd(a, load_w(a, xs[r], at, w), yv, get(a, acc[r])), acc[r]);
+    for (int r = 0; r < n; r++) {
+      LLVMValueRef x = load_w(a, xs[r], at, w);
+      LLVMBuildStore(a->b, cpu_fmuladd(a->gen, x, yv, get(a, acc[r])), acc[r]);
+    }
     cpu_loop_end(a->gen, &c);
   }
   LLVMValueRef sums[TILE];
@@ -330,7 +306,7 @@ static void dot_rows(Att *a, LLVMValueRef *xs, LLVMValueRef y, int n, int64_t le
   for (int r = 0; r < n; r++) {
     LLVMValueRef sum = sums[r];
     for (int64_t e = full * w; e < len; e++)
-      sum = fmuladd(a, load_w(a, xs[r], i64c(a, e), 1), load_w(a, y, i64c(a, e), 1), sum);
+      sum = cpu_fmuladd(a->gen, load_w(a, xs[r], i64c(a, e), 1), load_w(a, y, i64c(a, e), 1), sum);
     out[r] = sum;
   }
 }
@@ -344,8 +320,10 @@ static void axpy_rows(Att *a, LLVMValueRef *acc, LLVMValueRef *c, int n, int64_t
     LLVMValueRef at;
     if (!chunk_pass_begin(a, pass, len, &loop, &lw, &at)) continue;
     LLVMValueRef xv = load_w(a, x, at, lw);
-    for (int r = 0; r < n; r++)
-      store_w(a, fmuladd(a, splat_w(a, c[r], lw), xv, load_w(a, acc[r], at, lw)), acc[r], at, lw);
+    for (int r = 0; r < n; r++) {
+      LLVMValueRef sum = cpu_fmuladd(a->gen, splat_w(a, c[r], lw), xv, load_w(a, acc[r], at, lw));
+      store_w(a, sum, acc[r], at, lw);
+    }
     cpu_loop_end(a->gen, &loop);
   }
 }
@@ -381,7 +359,7 @@ static void block_axpy_group(Att *a, LLVMValueRef *acc, LLVMValueRef *c, int n, 
   for (int r = 0; r < n; r++) {
     LLVMValueRef cr = splat_w(a, load_w(a, c[r], u.index, 1), lw);
     for (int k = 0; k < nc; k++)
-      LLVMBuildStore(a->b, fmuladd(a, cr, xv[k], get(a, sum[r][k])), sum[r][k]);
+      LLVMBuildStore(a->b, cpu_fmuladd(a->gen, cr, xv[k], get(a, sum[r][k])), sum[r][k]);
   }
   cpu_loop_end(a->gen, &u);
   for (int r = 0; r < n; r++)
@@ -582,7 +560,7 @@ static void block_dots(Att *a, LLVMValueRef *xs, int n, int64_t len, LLVMValueRe
       for (int r = 0; r < n; r++) {
         LLVMValueRef x = splat_w(a, load_w(a, xs[r], e, 1), w);
         for (int k = 0; k < nv; k++)
-          LLVMBuildStore(a->b, fmuladd(a, x, tv[k], get(a, acc[p][r][k])), acc[p][r][k]);
+          LLVMBuildStore(a->b, cpu_fmuladd(a->gen, x, tv[k], get(a, acc[p][r][k])), acc[p][r][k]);
       }
     }
     cpu_loop_end(a->gen, &h);

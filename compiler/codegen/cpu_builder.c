@@ -132,6 +132,35 @@ LLVMValueRef cpu_intrinsic(CpuGen *gen, const char *name, LLVMTypeRef *types, in
   return LLVMBuildCall2(gen->builder, fn_type, fn, args, (unsigned)num_args, "");
 }
 
+LLVMValueRef cpu_fmuladd(CpuGen *gen, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z) {
+  LLVMTypeRef type = LLVMTypeOf(x);
+  LLVMValueRef args[3] = {x, y, z};
+  return cpu_intrinsic(gen, "llvm.fmuladd", &type, 1, args, 3);
+}
+
+LLVMValueRef cpu_splat(CpuGen *gen, LLVMValueRef x, unsigned lanes) {
+  LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(x), lanes);
+  LLVMValueRef v = LLVMBuildInsertElement(gen->builder, LLVMGetUndef(vt), x, cpu_i32(gen, 0), "");
+  LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(gen->i32, lanes));
+  return LLVMBuildShuffleVector(gen->builder, v, LLVMGetUndef(vt), zeros, "");
+}
+
+LLVMValueRef cpu_lane_sum(CpuGen *gen, LLVMValueRef v) {
+  LLVMBuilderRef b = gen->builder;
+  if (LLVMGetTypeKind(LLVMTypeOf(v)) != LLVMVectorTypeKind) return v;
+  for (unsigned w = LLVMGetVectorSize(LLVMTypeOf(v)); w > 1; w /= 2) {
+    LLVMValueRef lo[32], hi[32], undef = LLVMGetUndef(LLVMTypeOf(v));
+    for (unsigned i = 0; i < w / 2; i++) {
+      lo[i] = cpu_i32(gen, (int32_t)i);
+      hi[i] = cpu_i32(gen, (int32_t)(w / 2 + i));
+    }
+    LLVMValueRef low = LLVMBuildShuffleVector(b, v, undef, LLVMConstVector(lo, w / 2), "");
+    LLVMValueRef high = LLVMBuildShuffleVector(b, v, undef, LLVMConstVector(hi, w / 2), "");
+    v = LLVMBuildFAdd(b, low, high, "");
+  }
+  return LLVMBuildExtractElement(b, v, cpu_i32(gen, 0), "");
+}
+
 LLVMValueRef cpu_libcall(CpuGen *gen, const char *name, LLVMTypeRef result, LLVMTypeRef *params,
                          LLVMValueRef *args, int num_args) {
   LLVMTypeRef fn_type = LLVMFunctionType(result, params, (unsigned)num_args, false);

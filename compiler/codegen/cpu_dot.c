@@ -116,13 +116,6 @@ static void emit_rows(CpuGen *gen, const DotShape *sp, LLVMValueRef gemm, LLVMTy
   cpu_loop_end(gen, &batch);
 }
 
-/* fmuladd(x, y, acc) at the type of its operands. */
-static LLVMValueRef fma_of(CpuGen *gen, LLVMValueRef x, LLVMValueRef y, LLVMValueRef acc) {
-  LLVMTypeRef ty = LLVMTypeOf(x);
-  LLVMValueRef args[3] = {x, y, acc};
-  return cpu_intrinsic(gen, "llvm.fmuladd", &ty, 1, args, 3);
-}
-
 static LLVMValueRef vector_at(CpuGen *gen, LLVMTypeRef vt, LLVMTypeRef t, LLVMValueRef base,
                               LLVMValueRef i) {
   LLVMValueRef p = LLVMBuildBitCast(gen->builder, cpu_element(gen, t, base, i),
@@ -130,21 +123,6 @@ static LLVMValueRef vector_at(CpuGen *gen, LLVMTypeRef vt, LLVMTypeRef t, LLVMVa
   LLVMValueRef x = LLVMBuildLoad2(gen->builder, vt, p, "");
   LLVMSetAlignment(x, LLVMGetTypeKind(t) == LLVMDoubleTypeKind ? 8 : 4);
   return x;
-}
-
-/* The sum of a vector's lanes, halves added pairwise. */
-static LLVMValueRef lane_sum(CpuGen *gen, LLVMValueRef v, int w) {
-  LLVMBuilderRef b = gen->builder;
-  for (; w > 1; w /= 2) {
-    LLVMValueRef lo[32], hi[32];
-    for (int i = 0; i < w / 2; i++) lo[i] = cpu_i32(gen, i), hi[i] = cpu_i32(gen, w / 2 + i);
-    LLVMValueRef undef = LLVMGetUndef(LLVMTypeOf(v));
-    unsigned half = (unsigned)(w / 2);
-    LLVMValueRef low = LLVMBuildShuffleVector(b, v, undef, LLVMConstVector(lo, half), "");
-    LLVMValueRef high = LLVMBuildShuffleVector(b, v, undef, LLVMConstVector(hi, half), "");
-    v = LLVMBuildFAdd(b, low, high, "");
-  }
-  return LLVMBuildExtractElement(b, v, cpu_i32(gen, 0), "");
 }
 
 /* C rows [begin, end) of a dot with one row a batch and a B of each batch
@@ -182,14 +160,10 @@ static void emit_vector_rows(CpuGen *gen, const DotShape *s, LLVMTypeRef t, LLVM
       LLVMBuildStore(b, LLVMConstNull(ct), acc);
       cpu_loop_begin(gen, &p, cpu_i64(gen, 0), cpu_i64(gen, s->k));
       LLVMValueRef x = load(gen, t, ab, p.index);
-      if (chunked) {
-        LLVMValueRef v = LLVMBuildInsertElement(b, LLVMGetUndef(vt), x, cpu_i32(gen, 0), "");
-        LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(gen->i32, (unsigned)w));
-        x = LLVMBuildShuffleVector(b, v, LLVMGetUndef(vt), zeros, "");
-      }
+      if (chunked) x = cpu_splat(gen, x, (unsigned)w);
       LLVMValueRef at = add(gen, mul(gen, p.index, s->n), j0);
       LLVMValueRef y = chunked ? vector_at(gen, vt, t, bb, at) : load(gen, t, bb, at);
-      LLVMBuildStore(b, fma_of(gen, x, y, LLVMBuildLoad2(b, ct, acc, "")), acc);
+      LLVMBuildStore(b, cpu_fmuladd(gen, x, y, LLVMBuildLoad2(b, ct, acc, "")), acc);
       cpu_loop_end(gen, &p);
       LLVMValueRef out =
           LLVMBuildBitCast(b, cpu_element(gen, t, cb, j0), LLVMPointerType(ct, 0), "");
@@ -206,18 +180,18 @@ static void emit_vector_rows(CpuGen *gen, const DotShape *s, LLVMTypeRef t, LLVM
       if (vectors > 0) {
         cpu_loop_begin(gen, &p, cpu_i64(gen, 0), cpu_i64(gen, vectors));
         LLVMValueRef at = mul(gen, p.index, w);
-        LLVMValueRef v = fma_of(gen, vector_at(gen, vt, t, ab, at), vector_at(gen, vt, t, row, at),
-                                LLVMBuildLoad2(b, vt, acc, ""));
+        LLVMValueRef x = vector_at(gen, vt, t, ab, at), y = vector_at(gen, vt, t, row, at);
+        LLVMValueRef v = cpu_fmuladd(gen, x, y, LLVMBuildLoad2(b, vt, acc, ""));
         LLVMBuildStore(b, v, acc);
         cpu_loop_end(gen, &p);
       }
       if (vectors * w < s->k) {
         cpu_loop_begin(gen, &p, cpu_i64(gen, vectors * w), cpu_i64(gen, s->k));
-        LLVMBuildStore(b, fma_of(gen, load(gen, t, ab, p.index), load(gen, t, row, p.index),
+        LLVMBuildStore(b, cpu_fmuladd(gen, load(gen, t, ab, p.index), load(gen, t, row, p.index),
                                  LLVMBuildLoad2(b, t, tail, "")), tail);
         cpu_loop_end(gen, &p);
       }
-      LLVMValueRef sum = LLVMBuildFAdd(b, lane_sum(gen, LLVMBuildLoad2(b, vt, acc, ""), w),
+      LLVMValueRef sum = LLVMBuildFAdd(b, cpu_lane_sum(gen, LLVMBuildLoad2(b, vt, acc, "")),
                                        LLVMBuildLoad2(b, t, tail, ""), "");
       LLVMBuildStore(b, sum, cpu_element(gen, t, cb, j.index));
       cpu_loop_end(gen, &j);

@@ -141,13 +141,10 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
   }
   for (int r = 0; r < mr; r++) {
     LLVMValueRef s = load_at(gen, t, a, add(gen, mul(gen, p.index, cpu_i64(gen, mr)), cpu_i64(gen, r)));
-    LLVMValueRef splat = LLVMBuildInsertElement(b, LLVMGetUndef(vt), s, cpu_i32(gen, 0), "");
-    splat = LLVMBuildShuffleVector(b, splat, LLVMGetUndef(vt),
-                                   LLVMConstNull(LLVMVectorType(gen->i32, (unsigned)g->lanes)), "");
-    for (int v = 0; v < nv; v++) {
-      LLVMValueRef args[3] = {splat, bv[v], LLVMBuildLoad2(b, vt, acc[r][v], "")};
-      LLVMBuildStore(b, cpu_intrinsic(gen, "llvm.fmuladd", &vt, 1, args, 3), acc[r][v]);
-    }
+    LLVMValueRef splat = cpu_splat(gen, s, (unsigned)g->lanes);
+    for (int v = 0; v < nv; v++)
+      LLVMBuildStore(b, cpu_fmuladd(gen, splat, bv[v], LLVMBuildLoad2(b, vt, acc[r][v], "")),
+                     acc[r][v]);
   }
   cpu_loop_end(gen, &p);
   LLVMBasicBlockRef to_c = LLVMAppendBasicBlockInContext(gen->context, fn, "add_to_c");

@@ -38,19 +38,11 @@ static LLVMValueRef fadd(CpuGen *gen, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildFAdd(gen->builder, a, b, "");
 }
 
-/* a b + c in one rounding where the target has FMA (half the
- * instructions of a multiply and an add). */
-static LLVMValueRef fmuladd(CpuGen *gen, LLVMValueRef a, LLVMValueRef b, LLVMValueRef c) {
-  LLVMTypeRef t = LLVMTypeOf(a);
-  LLVMValueRef args[3] = {a, b, c};
-  return cpu_intrinsic(gen, "llvm.fmuladd", &t, 1, args, 3);
-}
-
 /* c[0] + x (c[1] + x (c[2] + ...)), Horner's rule from the highest term. */
 static LLVMValueRef polynomial(CpuGen *gen, LLVMValueRef x, const double *c, int n) {
   LLVMTypeRef t = LLVMTypeOf(x);
   LLVMValueRef y = real(gen, t, c[n - 1]);
-  for (int i = n - 2; i >= 0; i--) y = fmuladd(gen, y, x, real(gen, t, c[i]));
+  for (int i = n - 2; i >= 0; i--) y = cpu_fmuladd(gen, y, x, real(gen, t, c[i]));
   return y;
 }
 
@@ -82,14 +74,14 @@ static LLVMValueRef power_of_two(CpuGen *gen, LLVMValueRef n, LLVMTypeRef t) {
 static LLVMValueRef exp_in_range(CpuGen *gen, LLVMValueRef x, bool wide) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef t = LLVMTypeOf(x);
-  LLVMValueRef scaled = fmuladd(gen, x, real(gen, t, 1.44269504088896341), real(gen, t, 0.5));
+  LLVMValueRef scaled = cpu_fmuladd(gen, x, real(gen, t, 1.44269504088896341), real(gen, t, 0.5));
   LLVMValueRef n = cpu_intrinsic(gen, "llvm.floor", &t, 1, &scaled, 1);
   /* r = x - n ln 2, with ln 2 split in two so n * C1 is exact. */
-  LLVMValueRef r = fmuladd(gen, n, real(gen, t, -0.693359375), x);
-  r = fmuladd(gen, n, real(gen, t, 2.12194440e-4), r);
+  LLVMValueRef r = cpu_fmuladd(gen, n, real(gen, t, -0.693359375), x);
+  r = cpu_fmuladd(gen, n, real(gen, t, 2.12194440e-4), r);
   static const double p[] = {5.0000001201e-1, 1.6666665459e-1, 4.1665795894e-2,
                              8.3334519073e-3, 1.3981999507e-3, 1.9875691500e-4};
-  LLVMValueRef er = fadd(gen, fmuladd(gen, polynomial(gen, r, p, 6), fmul(gen, r, r), r),
+  LLVMValueRef er = fadd(gen, cpu_fmuladd(gen, polynomial(gen, r, p, 6), fmul(gen, r, r), r),
                          real(gen, t, 1.0));
   LLVMValueRef ni = LLVMBuildFPToSI(b, n, int_like(gen, t), "");
   if (!wide)
@@ -117,7 +109,7 @@ LLVMValueRef cpu_tanh_f32(CpuGen *gen, LLVMValueRef x) {
   static const double p[] = {-3.33332819422e-1, 1.33314422036e-1, -5.37397155531e-2,
                              2.06390887954e-2, -5.70498872745e-3};
   LLVMValueRef z = fmul(gen, x, x);
-  LLVMValueRef small = fmuladd(gen, fmul(gen, polynomial(gen, z, p, 5), z), x, x);
+  LLVMValueRef small = cpu_fmuladd(gen, fmul(gen, polynomial(gen, z, p, 5), z), x, x);
   /* Elsewhere 1 - 2 / (e^2|x| + 1). Past |x| = 10 that is 1 in f32
    * (tanh(x) = 1 - 2e^-2x + ..., below half an ulp of 1 from 9.01), so
    * |x| is clamped there: e^2|x| then stays below 2^29, never overflows,
