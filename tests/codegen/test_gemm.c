@@ -63,6 +63,13 @@ static void transposes(bool ta, bool tb) {
   run_modes(name, g, GRAPH_F32);
 }
 
+/* Output `name` = dot of two new inputs named a and b. */
+static void output_dot(Graph *g, const char *name, GraphDtype dtype, const char *a, GraphShape sa,
+                       const char *b, GraphShape sb, bool ta, bool tb) {
+  GraphId x = graph_input(g, a, dtype, sa), y = graph_input(g, b, dtype, sb);
+  graph_output(g, name, graph_dot(g, x, y, ta, tb));
+}
+
 /* Batches: both operands batched, and either one shared by every batch
  * (rank 2), in the shapes of attention (6 batches of 17 x 9, transposed). */
 static void batched(void) {
@@ -80,25 +87,18 @@ static void batched(void) {
   graph_output(g, "shared_a", graph_dot(g, x, k, false, false));
   graph_output(g, "shared_a_tb",
                graph_dot(g, graph_input(g, "y", GRAPH_F32, SHAPE(13, 9)), k, false, true));
-  graph_output(g, "batch4", graph_dot(g, graph_input(g, "p", GRAPH_F32, SHAPE(2, 3, 5, 70)),
-                                      graph_input(g, "r", GRAPH_F32, SHAPE(2, 3, 70, 40)), false,
-                                      false));
+  output_dot(g, "batch4", GRAPH_F32, "p", SHAPE(2, 3, 5, 70), "r", SHAPE(2, 3, 70, 40), false,
+             false);
   /* Fewer rows (batch x m) than columns: the range splits the columns into
    * two blocks too (cpu_dot.c), here with odd widths, B batched or shared,
    * transposed or not. The 2-D sizes above with m < n (5 x 1030, 24 x 64,
    * 65 x 129) take that path as well. */
-  graph_output(g, "wide_nn", graph_dot(g, graph_input(g, "wa", GRAPH_F32, SHAPE(2, 3, 70)),
-                                       graph_input(g, "wb", GRAPH_F32, SHAPE(2, 70, 151)), false,
-                                       false));
-  graph_output(g, "wide_nt", graph_dot(g, graph_input(g, "wc", GRAPH_F32, SHAPE(2, 5, 70)),
-                                       graph_input(g, "wd", GRAPH_F32, SHAPE(2, 97, 70)), false,
-                                       true));
-  graph_output(g, "wide_tn_shared",
-               graph_dot(g, graph_input(g, "we", GRAPH_F32, SHAPE(3, 70, 7)),
-                         graph_input(g, "wf", GRAPH_F32, SHAPE(70, 99)), true, false));
-  graph_output(g, "wide_tt_shared",
-               graph_dot(g, graph_input(g, "wg", GRAPH_F32, SHAPE(3, 70, 7)),
-                         graph_input(g, "wh", GRAPH_F32, SHAPE(131, 70)), true, true));
+  output_dot(g, "wide_nn", GRAPH_F32, "wa", SHAPE(2, 3, 70), "wb", SHAPE(2, 70, 151), false, false);
+  output_dot(g, "wide_nt", GRAPH_F32, "wc", SHAPE(2, 5, 70), "wd", SHAPE(2, 97, 70), false, true);
+  output_dot(g, "wide_tn_shared", GRAPH_F32, "we", SHAPE(3, 70, 7), "wf", SHAPE(70, 99), true,
+             false);
+  output_dot(g, "wide_tt_shared", GRAPH_F32, "wg", SHAPE(3, 70, 7), "wh", SHAPE(131, 70), true,
+             true);
   run_modes("gemm batched", g, GRAPH_F32);
 }
 
@@ -108,26 +108,16 @@ static void batched(void) {
  * and past a GEMM k block, A shared or batched or transposed, and f64. */
 static void vector_rows(void) {
   Graph *g = graph_new();
-  graph_output(g, "scores_nt", graph_dot(g, graph_input(g, "q", GRAPH_F32, SHAPE(32, 1, 128)),
-                                         graph_input(g, "e", GRAPH_F32, SHAPE(32, 25, 128)), false,
-                                         true));
-  graph_output(g, "context_nn", graph_dot(g, graph_input(g, "p", GRAPH_F32, SHAPE(7, 1, 300)),
-                                          graph_input(g, "v", GRAPH_F32, SHAPE(7, 300, 37)),
-                                          false, false));
-  graph_output(g, "short_k_nt", graph_dot(g, graph_input(g, "s", GRAPH_F32, SHAPE(4, 1, 5)),
-                                          graph_input(g, "t", GRAPH_F32, SHAPE(4, 9, 5)), false,
-                                          true));
-  graph_output(g, "shared_a_ta", graph_dot(g, graph_input(g, "x", GRAPH_F32, SHAPE(19, 1)),
-                                           graph_input(g, "y", GRAPH_F32, SHAPE(5, 19, 33)),
-                                           true, false));
+  output_dot(g, "scores_nt", GRAPH_F32, "q", SHAPE(32, 1, 128), "e", SHAPE(32, 25, 128), false,
+             true);
+  output_dot(g, "context_nn", GRAPH_F32, "p", SHAPE(7, 1, 300), "v", SHAPE(7, 300, 37), false,
+             false);
+  output_dot(g, "short_k_nt", GRAPH_F32, "s", SHAPE(4, 1, 5), "t", SHAPE(4, 9, 5), false, true);
+  output_dot(g, "shared_a_ta", GRAPH_F32, "x", SHAPE(19, 1), "y", SHAPE(5, 19, 33), true, false);
   run_modes("gemm vector rows", g, GRAPH_F32);
   g = graph_new();
-  graph_output(g, "f64_nn", graph_dot(g, graph_input(g, "a", GRAPH_F64, SHAPE(3, 1, 21)),
-                                      graph_input(g, "b", GRAPH_F64, SHAPE(3, 21, 9)), false,
-                                      false));
-  graph_output(g, "f64_nt", graph_dot(g, graph_input(g, "c", GRAPH_F64, SHAPE(3, 1, 21)),
-                                      graph_input(g, "d", GRAPH_F64, SHAPE(3, 9, 21)), false,
-                                      true));
+  output_dot(g, "f64_nn", GRAPH_F64, "a", SHAPE(3, 1, 21), "b", SHAPE(3, 21, 9), false, false);
+  output_dot(g, "f64_nt", GRAPH_F64, "c", SHAPE(3, 1, 21), "d", SHAPE(3, 9, 21), false, true);
   run_modes("gemm vector rows f64", g, GRAPH_F64);
 }
 
