@@ -7,7 +7,10 @@
  * thread scratch (the runtime's tfm_thread_scratch) as MR-row slivers of A
  * and NR-column slivers of B, zero-padded, so one register-blocked
  * micro-kernel computes every MR x NR tile of C with vector loads of B and
- * broadcasts of A. Edge tiles run through a small MR x NR tile on the stack.
+ * broadcasts of A. A transposed (a weight gradient's x^T) is already in
+ * sliver order along each k step and is read in place, lda apart, except a
+ * last partial sliver. Edge tiles run through a small MR x NR tile on the
+ * stack.
  *
  * Each k block of an element is summed in k ascending order from zero and
  * then added to C (the first block stores its sum): the micro-kernel reads
@@ -95,8 +98,8 @@ static LLVMValueRef internal_function(CpuGen *gen, const char *name, LLVMTypeRef
   return fn;
 }
 
-/* void micro(i64 kc, T *a, T *b, T *c, i64 ldc, i1 accumulate):
- * c[r * ldc + j] = (accumulate ? c : 0) + sum_p a[p * mr + r] b[p * nr + j]
+/* void micro(i64 kc, T *a, T *b, T *c, i64 ldc, i1 accumulate, i64 as):
+ * c[r * ldc + j] = (accumulate ? c : 0) + sum_p a[p * as + r] b[p * nr + j]
  * (the sum from zero in p order, then added to c)
  * over the full mr x nr tile. */
 static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeometry *g,
@@ -105,8 +108,8 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
   LLVMTypeRef tp = LLVMPointerType(t, 0);
   LLVMTypeRef vt = LLVMVectorType(t, (unsigned)g->lanes);
   LLVMTypeRef vp = LLVMPointerType(vt, 0);
-  LLVMTypeRef params[6] = {gen->i64, tp, tp, tp, gen->i64, gen->i1};
-  LLVMValueRef fn = internal_function(gen, name, params, 6);
+  LLVMTypeRef params[7] = {gen->i64, tp, tp, tp, gen->i64, gen->i1, gen->i64};
+  LLVMValueRef fn = internal_function(gen, name, params, 7);
   LLVMValueRef kc = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bp = LLVMGetParam(fn, 2);
   LLVMValueRef c = LLVMGetParam(fn, 3), ldc = LLVMGetParam(fn, 4);
   int mr = g->mr, nv = g->nv, nr = nv * g->lanes;
@@ -140,7 +143,7 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
     bv[v] = x;
   }
   for (int r = 0; r < mr; r++) {
-    LLVMValueRef s = load_at(gen, t, a, add(gen, mul(gen, p.index, cpu_i64(gen, mr)), cpu_i64(gen, r)));
+    LLVMValueRef s = load_at(gen, t, a, add(gen, mul(gen, p.index, LLVMGetParam(fn, 6)), cpu_i64(gen, r)));
     LLVMValueRef splat = cpu_splat(gen, s, (unsigned)g->lanes);
     for (int v = 0; v < nv; v++)
       LLVMBuildStore(b, cpu_fmuladd(gen, splat, bv[v], LLVMBuildLoad2(b, vt, acc[r][v], "")),
@@ -425,13 +428,24 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
   /* A block (ic.., pc..): A(i, p) at p*sp + i*sq. */
   LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
   LLVMValueRef asrc = cpu_element(gen, t, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
-  emit_pack(gen, t, apack, asrc, kc, mc, asp, asq, g.mr, ta, false);
+  LLVMValueRef MR = cpu_i64(gen, g.mr);
+  /* A transposed has each sliver's mr elements of one k step next to each
+   * other, lda apart from the next step's: the micro-kernel reads full
+   * slivers where they are, and only a last partial sliver is packed (into
+   * its own place, zero-padded). */
+  LLVMValueRef full_rows = ta ? mul(gen, LLVMBuildSDiv(b, mc, MR, ""), MR) : cpu_i64(gen, 0);
+  emit_pack(gen, t, cpu_element(gen, t, apack, mul(gen, full_rows, kc)),
+            cpu_element(gen, t, asrc, full_rows), kc, LLVMBuildSub(b, mc, full_rows, ""), asp, asq,
+            g.mr, ta, false);
   step_loop_begin(gen, &jr, nc, nr);
   LLVMValueRef cols = min64(gen, cpu_i64(gen, nr), LLVMBuildSub(b, nc, jr.index, ""));
   LLVMValueRef bsliver = cpu_element(gen, t, bpack, mul(gen, jr.index, kc));
   step_loop_begin(gen, &ir, mc, g.mr);
   LLVMValueRef rows = min64(gen, cpu_i64(gen, g.mr), LLVMBuildSub(b, mc, ir.index, ""));
-  LLVMValueRef asliver = cpu_element(gen, t, apack, mul(gen, ir.index, kc));
+  LLVMValueRef packed = LLVMBuildICmp(b, LLVMIntSGE, ir.index, full_rows, "");
+  LLVMValueRef asliver = LLVMBuildSelect(b, packed, cpu_element(gen, t, apack, mul(gen, ir.index, kc)),
+                                         cpu_element(gen, t, asrc, ir.index), "");
+  LLVMValueRef astride = LLVMBuildSelect(b, packed, MR, lda, "");
   LLVMValueRef ct = cpu_element(
       gen, t, c, add(gen, mul(gen, add(gen, ic.index, ir.index), ldc), add(gen, jc.index, jr.index)));
   LLVMValueRef full = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, rows, cpu_i64(gen, g.mr), ""),
@@ -441,14 +455,14 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next_tile");
   LLVMBuildCondBr(b, full, direct, edge);
   LLVMPositionBuilderAtEnd(b, direct);
-  LLVMValueRef call[6] = {kc, asliver, bsliver, ct, ldc, accumulate};
-  LLVMBuildCall2(b, micro_type, micro, call, 6, "");
+  LLVMValueRef call[7] = {kc, asliver, bsliver, ct, ldc, accumulate, astride};
+  LLVMBuildCall2(b, micro_type, micro, call, 7, "");
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, edge);
   LLVMValueRef NR = cpu_i64(gen, nr);
   emit_copy_block(gen, t, tile, NR, ct, ldc, rows, cols);
-  LLVMValueRef edge_call[6] = {kc, asliver, bsliver, tile, NR, accumulate};
-  LLVMBuildCall2(b, micro_type, micro, edge_call, 6, "");
+  LLVMValueRef edge_call[7] = {kc, asliver, bsliver, tile, NR, accumulate, astride};
+  LLVMBuildCall2(b, micro_type, micro, edge_call, 7, "");
   emit_copy_block(gen, t, ct, ldc, tile, NR, rows, cols);
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, next);
@@ -516,8 +530,8 @@ static LLVMValueRef emit_gemm_bf16(CpuGen *gen, bool ta, bool tb) {
   step_loop_begin(gen, &ir, mc, g.mr);
   LLVMValueRef asliver = cpu_element(gen, t, apack, mul(gen, ir.index, kc));
   LLVMValueRef ct = cpu_element(gen, t, cblock, add(gen, mul(gen, ir.index, NC), jr.index));
-  LLVMValueRef call[6] = {kc, asliver, bsliver, ct, NC, accumulate};
-  LLVMBuildCall2(b, micro_type, micro, call, 6, "");
+  LLVMValueRef call[7] = {kc, asliver, bsliver, ct, NC, accumulate, cpu_i64(gen, g.mr)};
+  LLVMBuildCall2(b, micro_type, micro, call, 7, "");
   step_loop_end(gen, &ir);
   step_loop_end(gen, &jr);
   step_loop_end(gen, &pc);
