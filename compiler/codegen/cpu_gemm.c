@@ -3,14 +3,15 @@
  * per (dtype, transpose_a, transpose_b) and every dot kernel calls it.
  *
  * Goto/BLIS structure: the columns of C go in NC-wide panels, k in KC-long
- * blocks, the rows in MC-tall blocks; the operands' blocks are packed into
- * thread scratch (the runtime's tfm_thread_scratch) as MR-row slivers of A
- * and NR-column slivers of B, zero-padded, so one register-blocked
- * micro-kernel computes every MR x NR tile of C with vector loads of B and
- * broadcasts of A. A transposed (a weight gradient's x^T) is already in
- * sliver order along each k step and is read in place, lda apart, except a
- * last partial sliver. Edge tiles run through a small MR x NR tile on the
- * stack.
+ * blocks, the rows in MC-tall blocks; B's block is packed into thread
+ * scratch (the runtime's tfm_thread_scratch) as NR-column slivers,
+ * zero-padded, so one register-blocked micro-kernel computes every MR x NR
+ * tile of C with vector loads of B and broadcasts of A. The broadcasts take
+ * one element of each of A's MR rows per k step, so A needs no layout of
+ * its own: the micro-kernel reads MR-row slivers of A in place through two
+ * strides (per k step, per row), and only a last partial sliver of a block
+ * is packed, zero-padded. Edge tiles run through a small MR x NR tile on
+ * the stack.
  *
  * Each k block of an element is summed in k ascending order from zero and
  * then added to C (the first block stores its sum): the micro-kernel reads
@@ -98,8 +99,8 @@ static LLVMValueRef internal_function(CpuGen *gen, const char *name, LLVMTypeRef
   return fn;
 }
 
-/* void micro(i64 kc, T *a, T *b, T *c, i64 ldc, i1 accumulate, i64 as):
- * c[r * ldc + j] = (accumulate ? c : 0) + sum_p a[p * as + r] b[p * nr + j]
+/* void micro(i64 kc, T *a, T *b, T *c, i64 ldc, i1 accumulate, i64 sp, i64 sr):
+ * c[r * ldc + j] = (accumulate ? c : 0) + sum_p a[p * sp + r * sr] b[p * nr + j]
  * (the sum from zero in p order, then added to c)
  * over the full mr x nr tile. */
 static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeometry *g,
@@ -108,8 +109,8 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
   LLVMTypeRef tp = LLVMPointerType(t, 0);
   LLVMTypeRef vt = LLVMVectorType(t, (unsigned)g->lanes);
   LLVMTypeRef vp = LLVMPointerType(vt, 0);
-  LLVMTypeRef params[7] = {gen->i64, tp, tp, tp, gen->i64, gen->i1, gen->i64};
-  LLVMValueRef fn = internal_function(gen, name, params, 7);
+  LLVMTypeRef params[8] = {gen->i64, tp, tp, tp, gen->i64, gen->i1, gen->i64, gen->i64};
+  LLVMValueRef fn = internal_function(gen, name, params, 8);
   LLVMValueRef kc = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bp = LLVMGetParam(fn, 2);
   LLVMValueRef c = LLVMGetParam(fn, 3), ldc = LLVMGetParam(fn, 4);
   int mr = g->mr, nv = g->nv, nr = nv * g->lanes;
@@ -143,7 +144,7 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
     bv[v] = x;
   }
   for (int r = 0; r < mr; r++) {
-    LLVMValueRef s = load_at(gen, t, a, add(gen, mul(gen, p.index, LLVMGetParam(fn, 6)), cpu_i64(gen, r)));
+    LLVMValueRef s = load_at(gen, t, a, add(gen, mul(gen, p.index, LLVMGetParam(fn, 6)), mul(gen, cpu_i64(gen, r), LLVMGetParam(fn, 7))));
     LLVMValueRef splat = cpu_splat(gen, s, (unsigned)g->lanes);
     for (int v = 0; v < nv; v++)
       LLVMBuildStore(b, cpu_fmuladd(gen, splat, bv[v], LLVMBuildLoad2(b, vt, acc[r][v], "")),
@@ -223,7 +224,7 @@ static void transpose4(CpuGen *gen, LLVMValueRef r[4], LLVMValueRef c[4]) {
   c[3] = LLVMBuildShuffleVector(b, t[1], t[3], m[3], "");
 }
 
-/* A full sliver whose q is strided and p contiguous (A of nn, B of nt),
+/* A full sliver whose q is strided and p contiguous (B of nt),
  * four p at a time: a <4 x T> load along p from each of the w sources,
  * transposed four rows at a time into four packed rows. Element by element
  * the loop vectorizer made this a gather (slow on this Xeon) and a
@@ -429,14 +430,14 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
   LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
   LLVMValueRef asrc = cpu_element(gen, t, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
   LLVMValueRef MR = cpu_i64(gen, g.mr);
-  /* A transposed has each sliver's mr elements of one k step next to each
-   * other, lda apart from the next step's: the micro-kernel reads full
-   * slivers where they are, and only a last partial sliver is packed (into
-   * its own place, zero-padded). */
-  LLVMValueRef full_rows = ta ? mul(gen, LLVMBuildSDiv(b, mc, MR, ""), MR) : cpu_i64(gen, 0);
+  /* Full slivers are read in place (element (r, p) at p*sp + r*sq); a last
+   * partial one is packed at its place in the block, zero-padded. Packing
+   * A cost more than it saved: in a weight gradient (A = x^T, m = d) it
+   * was as much data as B, packed again by each thread (bench/RESULTS.md). */
+  LLVMValueRef full_rows = mul(gen, LLVMBuildSDiv(b, mc, MR, ""), MR);
   emit_pack(gen, t, cpu_element(gen, t, apack, mul(gen, full_rows, kc)),
-            cpu_element(gen, t, asrc, full_rows), kc, LLVMBuildSub(b, mc, full_rows, ""), asp, asq,
-            g.mr, ta, false);
+            cpu_element(gen, t, asrc, mul(gen, full_rows, asq)), kc,
+            LLVMBuildSub(b, mc, full_rows, ""), asp, asq, g.mr, ta, false);
   step_loop_begin(gen, &jr, nc, nr);
   LLVMValueRef cols = min64(gen, cpu_i64(gen, nr), LLVMBuildSub(b, nc, jr.index, ""));
   LLVMValueRef bsliver = cpu_element(gen, t, bpack, mul(gen, jr.index, kc));
@@ -444,8 +445,9 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
   LLVMValueRef rows = min64(gen, cpu_i64(gen, g.mr), LLVMBuildSub(b, mc, ir.index, ""));
   LLVMValueRef packed = LLVMBuildICmp(b, LLVMIntSGE, ir.index, full_rows, "");
   LLVMValueRef asliver = LLVMBuildSelect(b, packed, cpu_element(gen, t, apack, mul(gen, ir.index, kc)),
-                                         cpu_element(gen, t, asrc, ir.index), "");
-  LLVMValueRef astride = LLVMBuildSelect(b, packed, MR, lda, "");
+                                         cpu_element(gen, t, asrc, mul(gen, ir.index, asq)), "");
+  LLVMValueRef a_step = LLVMBuildSelect(b, packed, MR, asp, "");
+  LLVMValueRef a_row = LLVMBuildSelect(b, packed, one, asq, "");
   LLVMValueRef ct = cpu_element(
       gen, t, c, add(gen, mul(gen, add(gen, ic.index, ir.index), ldc), add(gen, jc.index, jr.index)));
   LLVMValueRef full = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, rows, cpu_i64(gen, g.mr), ""),
@@ -455,14 +457,14 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next_tile");
   LLVMBuildCondBr(b, full, direct, edge);
   LLVMPositionBuilderAtEnd(b, direct);
-  LLVMValueRef call[7] = {kc, asliver, bsliver, ct, ldc, accumulate, astride};
-  LLVMBuildCall2(b, micro_type, micro, call, 7, "");
+  LLVMValueRef call[8] = {kc, asliver, bsliver, ct, ldc, accumulate, a_step, a_row};
+  LLVMBuildCall2(b, micro_type, micro, call, 8, "");
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, edge);
   LLVMValueRef NR = cpu_i64(gen, nr);
   emit_copy_block(gen, t, tile, NR, ct, ldc, rows, cols);
-  LLVMValueRef edge_call[7] = {kc, asliver, bsliver, tile, NR, accumulate, astride};
-  LLVMBuildCall2(b, micro_type, micro, edge_call, 7, "");
+  LLVMValueRef edge_call[8] = {kc, asliver, bsliver, tile, NR, accumulate, a_step, a_row};
+  LLVMBuildCall2(b, micro_type, micro, edge_call, 8, "");
   emit_copy_block(gen, t, ct, ldc, tile, NR, rows, cols);
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, next);
@@ -530,8 +532,8 @@ static LLVMValueRef emit_gemm_bf16(CpuGen *gen, bool ta, bool tb) {
   step_loop_begin(gen, &ir, mc, g.mr);
   LLVMValueRef asliver = cpu_element(gen, t, apack, mul(gen, ir.index, kc));
   LLVMValueRef ct = cpu_element(gen, t, cblock, add(gen, mul(gen, ir.index, NC), jr.index));
-  LLVMValueRef call[7] = {kc, asliver, bsliver, ct, NC, accumulate, cpu_i64(gen, g.mr)};
-  LLVMBuildCall2(b, micro_type, micro, call, 7, "");
+  LLVMValueRef call[8] = {kc, asliver, bsliver, ct, NC, accumulate, cpu_i64(gen, g.mr), cpu_i64(gen, 1)};
+  LLVMBuildCall2(b, micro_type, micro, call, 8, "");
   step_loop_end(gen, &ir);
   step_loop_end(gen, &jr);
   step_loop_end(gen, &pc);
