@@ -126,7 +126,7 @@ static void elementwise(void) {
 
 /* exp and tanh of f32 are inline polynomials on the CPU (cpu_math.c), not
  * libm: swept over their whole range and the edges (overflow, the
- * subnormal range, the switch between tanh's two forms, NaN, infinities,
+ * subnormal range, tanh near its clamp at +-9, NaN, infinities,
  * -0), element by element within 1e-6 (a few ulp) of the evaluator. */
 static void fill_math_sweep(const Graph *g, EvalValues *ref) {
   static const double edges[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 88.72, 88.73, 89.0,
