@@ -19,9 +19,16 @@
 #include "kernel_internal.h"
 #include "rewrite.h"
 
-/* Per element of the copied value (kernel_op_cost): storing and reloading
- * a float costs about as much as a few adds, not as a tanh. */
-#define MAX_COST 4
+/* Copied into c consumer kernels, a kernel's value is computed c - 1 more
+ * times per element (its operations, kernel_op_cost, each time), and it is
+ * no longer stored and read back c times. The copy is made when the extra
+ * operations come to at most FLOAT_MOVE_COST per float not moved: on a
+ * row of 16 lanes an add is a sixteenth of a cycle an element, storing or
+ * loading a float from L3 a few cycles. 8 lets a GELU's tanh (with its
+ * bias add, 23) be recomputed in the forward's product and the backward
+ * pass (c = 2, at most 24): one pass over [B, T, d_ff] less each way in
+ * gpt-small. */
+#define FLOAT_MOVE_COST 8
 #define MAX_COPIES 4
 /* A kernel that only expands its input through movement ops (a broadcast of
  * a scalar or a row statistic) costs nothing to copy and each copy reads
@@ -184,7 +191,8 @@ static bool worth_copying(const KernelPlan *plan, int ki, Choice *c, bool *copie
     if (copied[i])
       cost += kernel_op_cost(graph_node(plan->graph, k->nodes[i])->op);
   int most = cost == 0 && expands(plan, k) ? MAX_EXPANSION_COPIES : MAX_COPIES;
-  return cost <= MAX_COST && consumer_kernels(plan, ki, most, c) && c->num_copies >= 2 &&
+  return consumer_kernels(plan, ki, most, c) && c->num_copies >= 2 &&
+         cost * (c->num_copies - 1) <= FLOAT_MOVE_COST * (c->num_copies + 1) &&
          copying_pays(plan, ki, c);
 }
 
