@@ -19,15 +19,21 @@
 #include "kernel_internal.h"
 #include "rewrite.h"
 
-/* Copied into c consumer kernels, a kernel's value is computed c - 1 more
- * times per element (its operations, kernel_op_cost, each time), and it is
- * no longer stored and read back c times. The copy is made when the extra
- * operations come to at most FLOAT_MOVE_COST per float not moved: on a
- * row of 16 lanes an add is a sixteenth of a cycle an element, storing or
- * loading a float from L3 a few cycles. 8 lets a GELU's tanh (with its
- * bias add, 23) be recomputed in the forward's product and the backward
- * pass (c = 2, at most 24): one pass over [B, T, d_ff] less each way in
- * gpt-small. */
+/* A copy costing at most CHEAP_COST operations an element (kernel_op_cost:
+ * an add 1, a division 4, a transcendental 16) is always cheaper than
+ * storing the value and reading it back. Beyond that, copied into c
+ * consumer kernels the value is computed in each of their passes over a
+ * row (its pass and one per hoisted reduction: an upper bound, as a
+ * hoisted reduction may not read it), e evaluations in all, e - 1 more
+ * than now, and is no longer stored and read back c times. That copy is
+ * made when the extra operations come to at most FLOAT_MOVE_COST per
+ * float not moved: in a vector of 16 lanes an add is a sixteenth of a
+ * cycle an element, storing or loading a float from L3 a few cycles. 8
+ * lets a GELU's tanh (with its bias add, 23) be recomputed in the
+ * forward's product and in the backward (c = e = 2, at most 24): one pass
+ * over [B, T, d_ff] less each way in gpt-small. A cross-entropy's exp
+ * stays stored: its backward kernel has three hoisted reductions (e = 5). */
+#define CHEAP_COST 4
 #define FLOAT_MOVE_COST 8
 #define MAX_COPIES 4
 /* A kernel that only expands its input through movement ops (a broadcast of
@@ -191,9 +197,13 @@ static bool worth_copying(const KernelPlan *plan, int ki, Choice *c, bool *copie
     if (copied[i])
       cost += kernel_op_cost(graph_node(plan->graph, k->nodes[i])->op);
   int most = cost == 0 && expands(plan, k) ? MAX_EXPANSION_COPIES : MAX_COPIES;
-  return consumer_kernels(plan, ki, most, c) && c->num_copies >= 2 &&
-         cost * (c->num_copies - 1) <= FLOAT_MOVE_COST * (c->num_copies + 1) &&
-         copying_pays(plan, ki, c);
+  if (!consumer_kernels(plan, ki, most, c) || c->num_copies < 2 || !copying_pays(plan, ki, c))
+    return false;
+  int evaluations = 0;
+  for (int j = 0; j < c->num_copies; j++)
+    evaluations += 1 + plan->kernels[c->consumer[j]].num_hoisted;
+  return cost <= CHEAP_COST ||
+         cost * (evaluations - 1) <= FLOAT_MOVE_COST * (c->num_copies + 1);
 }
 
 /* Chooses kernels to copy, none of them a producer or consumer of another,

@@ -335,6 +335,17 @@ static void recomputation(void) {
   expect_copied("a tanh of an exp read by two kernels is stored", g,
                 graph_unary(g, GRAPH_OP_EXP, graph_input(g, "x", GRAPH_F32, SHAPE(6, 37))),
                 GRAPH_OP_TANH, false);
+  /* A reader whose row sum of the value is hoisted would compute it in
+   * that pass too: three evaluations for two readers, 32 > 24. */
+  g = graph_new();
+  GraphId t = graph_unary(g, GRAPH_OP_TANH, graph_input(g, "x", GRAPH_F32, SHAPE(6, 37)));
+  graph_output(g, "square", graph_binary(g, GRAPH_OP_MUL, t, t));
+  graph_output(g, "centred", graph_binary(g, GRAPH_OP_SUB, t,
+                                          bcast(g, graph_reduce(g, GRAPH_OP_REDUCE_SUM, t, 2),
+                                                SHAPE(6, 37))));
+  if (!CG_CHECK(plan_kernels(g) == 3) || !CG_CHECK(recomputed_kernels(g) == 3))
+    fprintf(stderr, "a tanh read in a hoisted reduction: expected 3 kernels, 3 after\n");
+  cg_check_graph("a tanh also read by a hoisted reduction is stored", g, NULL);
   /* A broadcast row statistic: read again by each consumer, not stored. */
   g = graph_new();
   GraphId v = graph_input(g, "v", GRAPH_F64, SHAPE(5, 1));
