@@ -99,8 +99,9 @@ static LLVMValueRef internal_function(CpuGen *gen, const char *name, LLVMTypeRef
   return fn;
 }
 
-/* void micro(i64 kc, T *a, T *b, T *c, i64 ldc, i1 accumulate, i64 sp, i64 sr):
- * c[r * ldc + j] = (accumulate ? c : 0) + sum_p a[p * sp + r * sr] b[p * nr + j]
+/* void micro(i64 kc, T *a, T *b, T *c, i64 ldc, i1 accumulate, i64 a_step,
+ *            i64 a_row):
+ * c[r * ldc + j] = (accumulate ? c : 0) + sum_p a[p * a_step + r * a_row] b[p * nr + j]
  * (the sum from zero in p order, then added to c)
  * over the full mr x nr tile. */
 static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeometry *g,
@@ -113,6 +114,7 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
   LLVMValueRef fn = internal_function(gen, name, params, 8);
   LLVMValueRef kc = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bp = LLVMGetParam(fn, 2);
   LLVMValueRef c = LLVMGetParam(fn, 3), ldc = LLVMGetParam(fn, 4);
+  LLVMValueRef a_step = LLVMGetParam(fn, 6), a_row = LLVMGetParam(fn, 7);
   int mr = g->mr, nv = g->nv, nr = nv * g->lanes;
   LLVMValueRef acc[16][4];
   for (int r = 0; r < mr; r++)
@@ -144,7 +146,8 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
     bv[v] = x;
   }
   for (int r = 0; r < mr; r++) {
-    LLVMValueRef s = load_at(gen, t, a, add(gen, mul(gen, p.index, LLVMGetParam(fn, 6)), mul(gen, cpu_i64(gen, r), LLVMGetParam(fn, 7))));
+    LLVMValueRef at = add(gen, mul(gen, p.index, a_step), mul(gen, cpu_i64(gen, r), a_row));
+    LLVMValueRef s = load_at(gen, t, a, at);
     LLVMValueRef splat = cpu_splat(gen, s, (unsigned)g->lanes);
     for (int v = 0; v < nv; v++)
       LLVMBuildStore(b, cpu_fmuladd(gen, splat, bv[v], LLVMBuildLoad2(b, vt, acc[r][v], "")),
@@ -532,7 +535,8 @@ static LLVMValueRef emit_gemm_bf16(CpuGen *gen, bool ta, bool tb) {
   step_loop_begin(gen, &ir, mc, g.mr);
   LLVMValueRef asliver = cpu_element(gen, t, apack, mul(gen, ir.index, kc));
   LLVMValueRef ct = cpu_element(gen, t, cblock, add(gen, mul(gen, ir.index, NC), jr.index));
-  LLVMValueRef call[8] = {kc, asliver, bsliver, ct, NC, accumulate, cpu_i64(gen, g.mr), cpu_i64(gen, 1)};
+  LLVMValueRef call[8] = {kc, asliver, bsliver, ct, NC, accumulate, cpu_i64(gen, g.mr),
+                          cpu_i64(gen, 1)};
   LLVMBuildCall2(b, micro_type, micro, call, 8, "");
   step_loop_end(gen, &ir);
   step_loop_end(gen, &jr);
