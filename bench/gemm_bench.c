@@ -172,7 +172,7 @@ static bool build(const Case *cs, const char *dir, int serial, Graph **graph, Ke
                                 cs->tb ? cs->k : cs->n));
   GraphId c = graph_dot(g, a, b, cs->ta, cs->tb);
   graph_output(g, "c", c);
-  KernelPlan *p = kernel_plan_build(g, err, sizeof err);
+  KernelPlan *p = kernel_plan_build(g, NULL, err, sizeof err);
   CpuModule *m = p ? cpu_compile(p, &(CpuOptions){.prefix = "bench"}, err, sizeof err) : NULL;
   snprintf(object, sizeof object, "%s/case%d.o", dir, serial);
   snprintf(library, sizeof library, "%s/case%d.so", dir, serial);

@@ -82,8 +82,11 @@ static void compile_graph(Compiled *c) {
     graph_free(c->graph);
     c->graph = recomputed;
   }
-  if (c->graph)
-    c->plan = kernel_plan_build(c->graph, err, sizeof err);
+  if (c->graph) {
+    KernelPlanOptions plan_options =
+        c->options->cuda ? (KernelPlanOptions){0} : kernel_plan_cpu_options();
+    c->plan = kernel_plan_build(c->graph, &plan_options, err, sizeof err);
+  }
   if (c->plan) {
     stage = "code generation for";
     char *ptx = NULL;

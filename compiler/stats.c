@@ -17,7 +17,8 @@ static int print_graph(const char *name, Graph *lowered) {
   graph_free(lowered);
   Graph *g = optimised ? kernel_recompute(optimised, NULL, err, sizeof err) : NULL;
   graph_free(optimised);
-  KernelPlan *plan = g ? kernel_plan_build(g, err, sizeof err) : NULL;
+  KernelPlanOptions plan_options = kernel_plan_cpu_options(); /* tfmc build's default target */
+  KernelPlan *plan = g ? kernel_plan_build(g, &plan_options, err, sizeof err) : NULL;
   if (!plan) {
     diag_error_noloc("internal error: planning the %s graph: %s", name, err);
     graph_free(g);

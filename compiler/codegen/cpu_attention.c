@@ -18,7 +18,11 @@
  * that see their key (i >= j when causal); rows with lse = -inf contribute
  * nothing. When kernel formation paired a grad_v with a grad_k (Kernel.also),
  * the grad_k kernel accumulates dv = sum_i p_ij do_i from the same p and
- * do rows as well.
+ * do rows as well; when the CPU's plan joined the grad_q too
+ * (Kernel.also_q), a range item is a whole (batch, head), whose key tiles
+ * in order also add dq_i += sum_j ds_ij k_j into its zeroed dq rows: the
+ * scores, p and dp are then computed once for all three, not twice, and dq
+ * keeps grad_q's order of summation.
  *
  * A block's scores (and the backward's dp) are a small matrix product over
  * the other side's rows transposed once per batch (block_dots), keys or
@@ -591,6 +595,7 @@ typedef struct AttKernel {
   int64_t t, s, d, dv, acc_len, rows_per_batch;
   LLVMValueRef q, k, v, d_o, lse, delta, out;
   LLVMValueRef also_out; /* Kernel.also's output, or NULL: attention's lse, grad_k's dv */
+  LLVMValueRef dq_out;   /* Kernel.also_q's output (grad_k's dq), or NULL */
   MaskMap mask;
   LLVMValueRef scale;
   /* block_dots' operands, or NULL (dot_rows): the other side's rows of one
@@ -629,6 +634,31 @@ static void hide_past_diagonal(Att *a, const AttKernel *c, LLVMValueRef *sblk, L
     }
 }
 
+/* dq[base + u] += sum over r < n of ds[r][u] k_r (keys: the tile's rows)
+ * for u < count, r ascending: with tiles in key order, the order in which
+ * grad_q's own kernel adds its keys (block_axpy), so dq is bit for bit the
+ * same. */
+static void add_dq(Att *a, LLVMValueRef dqb, LLVMValueRef base, LLVMValueRef count,
+                   LLVMValueRef *ds, LLVMValueRef *keys, int n, int64_t d) {
+  CpuLoop u;
+  cpu_loop_begin(a->gen, &u, i64c(a, 0), count);
+  LLVMValueRef row = cpu_element(a->gen, a->t, dqb, imul(a, iadd(a, base, u.index), d));
+  LLVMValueRef c[TILE];
+  for (int r = 0; r < n; r++) c[r] = load_w(a, ds[r], u.index, 1);
+  for (int pass = 0; pass < 2; pass++) {
+    int lw;
+    CpuLoop e;
+    LLVMValueRef at;
+    if (!chunk_pass_begin(a, pass, d, &e, &lw, &at)) continue;
+    LLVMValueRef acc = load_w(a, row, at, lw);
+    for (int r = 0; r < n; r++)
+      acc = cpu_fmuladd(a->gen, splat_w(a, c[r], lw), load_w(a, keys[r], at, lw), acc);
+    store_w(a, acc, row, at, lw);
+    cpu_loop_end(a->gen, &e);
+  }
+  cpu_loop_end(a->gen, &u);
+}
+
 /* Output rows row0 .. row0 + n - 1, all of one batch: query rows i
  * (attention, attention_lse, grad_q) or key rows j (grad_k, grad_v). */
 static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
@@ -647,6 +677,7 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
   LLVMValueRef dob = c->d_o ? cpu_element(gen, a->t, c->d_o, imul(a, batch, t * dv)) : NULL;
   LLVMValueRef lseb = c->lse ? cpu_element(gen, a->t, c->lse, imul(a, batch, t)) : NULL;
   LLVMValueRef deltab = c->delta ? cpu_element(gen, a->t, c->delta, imul(a, batch, t)) : NULL;
+  LLVMValueRef dqb = c->dq_out ? cpu_element(gen, a->t, c->dq_out, imul(a, batch, t * d)) : NULL;
 
   /* the other side of this batch transposed for block_dots, unless the
    * previous tile of the call did it */
@@ -863,6 +894,8 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
   if (op == GRAPH_OP_ATTENTION_GRAD_V || grad_kv)
     block_axpy(a, grad_kv ? acc_v : acc, pblk, n, dv,
                cpu_element(gen, a->t, dob, imul(a, base, dv)), dv, count);
+  if (dqb)
+    add_dq(a, dqb, base, count, dsblk, own, n, d);
   if (ds)
     block_axpy(a, acc, dsblk, n, d,
                cpu_element(gen, a->t, c->query_rows ? kb : qb, imul(a, base, d)), d, count);
@@ -929,6 +962,7 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel,
     in[i] = cpu_kernel_arg(gen, args, arg_of(gen, kernel, n->inputs[i]), a.t);
   c.out = cpu_kernel_arg(gen, args, 0, a.t);
   c.also_out = kernel->also != GRAPH_NONE ? cpu_kernel_arg(gen, args, 1, a.t) : NULL;
+  c.dq_out = kernel->also_q != GRAPH_NONE ? cpu_kernel_arg(gen, args, 2, a.t) : NULL;
   c.q = in[0], c.k = in[1], c.v = fixed > 2 ? in[2] : NULL;
   c.d_o = fixed == 6 ? in[3] : NULL, c.lse = fixed == 6 ? in[4] : NULL;
   c.delta = fixed == 6 ? in[5] : NULL;
@@ -955,6 +989,18 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel,
     c.tr_batch = slot(&a, gen->i64, i64c(&a, -1));
     c.tr_lse = c.query_rows ? NULL : tr_array(&a, c.tr_len);
     c.tr_delta = c.query_rows || !with_dp ? NULL : tr_array(&a, c.tr_len);
+  }
+
+  /* A merged backward (Kernel.also_q, never on the GPU) runs whole
+   * batches, each item the key rows of one (batch, head): its dq rows are
+   * zeroed, then its key tiles add to them in key order. */
+  CpuLoop batches;
+  if (c.dq_out) {
+    cpu_loop_begin(gen, &batches, begin, end);
+    acc_apply(&a, ACC_ZERO, cpu_element(gen, a.t, c.dq_out, imul(&a, batches.index, c.t * c.d)),
+              c.t * c.d, NULL, NULL);
+    begin = imul(&a, batches.index, c.rows_per_batch);
+    end = iadd(&a, begin, i64c(&a, c.rows_per_batch));
   }
 
   /* Rows in tiles of TILE while a whole tile fits in the range and in its
@@ -992,5 +1038,6 @@ void cpu_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel,
   LLVMBuildStore(b, iadd(&a, row, i64c(&a, 1)), row_slot);
   LLVMBuildBr(b, header);
   LLVMPositionBuilderAtEnd(b, done);
+  if (c.dq_out) cpu_loop_end(gen, &batches);
   LLVMBuildRetVoid(b);
 }

@@ -94,9 +94,11 @@ static LLVMValueRef kernel_desc(Emitter *e, const KernelPlan *plan, int ki) {
   graph_format_type(type, sizeof type, root->dtype, &root->shape);
   const char *also =
       k->also != GRAPH_NONE ? graph_op_name(graph_node(plan->graph, k->also)->op) : "";
-  snprintf(label, sizeof label, "%s %s%s%s %s (%d op%s)", kernel_kind_name(k->kind),
-           graph_op_name(root->op), *also ? "+" : "", also, type, k->num_nodes,
-           k->num_nodes == 1 ? "" : "s");
+  const char *also_q =
+      k->also_q != GRAPH_NONE ? graph_op_name(graph_node(plan->graph, k->also_q)->op) : "";
+  snprintf(label, sizeof label, "%s %s%s%s%s%s %s (%d op%s)", kernel_kind_name(k->kind),
+           graph_op_name(root->op), *also ? "+" : "", also, *also_q ? "+" : "", also_q, type,
+           k->num_nodes, k->num_nodes == 1 ? "" : "s");
   LLVMValueRef fields[] = {string_ptr(e, label),
                            LLVMConstInt(e->i64, (unsigned long long)kernel_flops(plan, ki), 0),
                            LLVMConstInt(e->i64, (unsigned long long)kernel_bytes(plan, ki), 0)};

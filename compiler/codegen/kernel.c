@@ -31,7 +31,7 @@ typedef struct NodeDraft {
 
 typedef struct KernelDraft {
   KernelKind kind;
-  GraphId root, also;
+  GraphId root, also, also_q;
   int outer_axes;
   int num_vars;
   int64_t extent[KERNEL_MAX_VARS];
@@ -39,11 +39,13 @@ typedef struct KernelDraft {
 
 typedef struct Planner {
   const Graph *g;
+  KernelPlanOptions options;
   KernelPlan *plan;
   bool *live, *forced;
   int *use_start, *use_node, *use_slot; /* consumers of each node, CSR */
   NodeDraft *draft;
   GraphId *also_of;  /* per attention node: the second output its kernel writes, or GRAPH_NONE */
+  GraphId *also_q_of; /* per attention_grad_k: the grad_q its kernel writes, or GRAPH_NONE */
   bool *by_attention; /* per node: an attention op some also_of names */
   int *free_head;  /* per node: drafts to free after it */
   KernelDraft *kernels;
@@ -132,7 +134,7 @@ static int new_kernel(Planner *p, KernelKind kind, GraphId root) {
   memset(k, 0, sizeof *k);
   k->kind = kind;
   k->root = root;
-  k->also = GRAPH_NONE;
+  k->also = k->also_q = GRAPH_NONE;
   return p->num_kernels++;
 }
 
@@ -170,13 +172,59 @@ static bool lse_pairs(const GraphNode *a, const GraphNode *lse) {
 /* grad_k and grad_v run over the same key rows and recompute the same
  * p = exp(s - lse) and the pairs' do . v, so the grad_k kernel of the same
  * q, k, v, do, lse, delta and mask writes the grad_v too. */
-static bool grad_v_pairs(const GraphNode *a, const GraphNode *gv) {
-  if (a->op != GRAPH_OP_ATTENTION_GRAD_K || a->num_inputs != gv->num_inputs)
+static bool same_operands(const GraphNode *a, const GraphNode *b) {
+  if (a->num_inputs != b->num_inputs)
     return false;
   for (int i = 0; i < a->num_inputs; i++)
-    if (a->inputs[i] != gv->inputs[i])
+    if (a->inputs[i] != b->inputs[i])
       return false;
   return true;
+}
+
+static bool grad_v_pairs(const GraphNode *a, const GraphNode *gv) {
+  return a->op == GRAPH_OP_ATTENTION_GRAD_K && same_operands(a, gv);
+}
+
+/* Whether every live reader of `id` comes after node `after`. */
+static bool read_after(const Planner *p, GraphId id, GraphId after) {
+  for (int u = p->use_start[id]; u < p->use_start[id + 1]; u++)
+    if (p->live[p->use_node[u]] && p->use_node[u] <= after)
+      return false;
+  return true;
+}
+
+/* (batch, head) pairs of an attention op: its leading axes. */
+static int64_t attention_batches(const GraphNode *n) {
+  int64_t batches = 1;
+  for (int d = 0; d < n->shape.rank - 2; d++)
+    batches *= n->shape.dims[d];
+  return batches;
+}
+
+/* Joins each attention_grad_q to the attention_grad_k (already paired with
+ * its grad_v) of the same operands that follows it, when nothing reads the
+ * grad_q before that and there are enough (batch, head) pairs: the grad_k
+ * kernel, at its place in the order, writes all three. */
+static void pair_grad_q(Planner *p) {
+  const Graph *g = p->g;
+  for (GraphId id = 0; id < graph_count(g); id++) {
+    const GraphNode *x = graph_node(g, id);
+    if (!p->live[id] || x->op != GRAPH_OP_ATTENTION_GRAD_Q)
+      continue;
+    for (int u = p->use_start[x->inputs[0]]; u < p->use_start[x->inputs[0] + 1]; u++) {
+      GraphId a = p->use_node[u];
+      const GraphNode *n = graph_node(g, a);
+      if (a <= id || !p->live[a] || p->also_of[a] == GRAPH_NONE ||
+          p->also_q_of[a] != GRAPH_NONE || n->attrs.scale != x->attrs.scale ||
+          n->attrs.causal != x->attrs.causal || n->dtype != x->dtype ||
+          !same_operands(n, x) || !read_after(p, id, a) ||
+          attention_batches(n) < p->options.merge_attention_backward_from)
+        continue;
+      p->also_q_of[a] = id;
+      p->by_attention[id] = true;
+      break;
+    }
+  }
 }
 
 /* Pairs each attention_lse (attention_grad_v) with an attention
@@ -203,6 +251,8 @@ static void pair_attention_outputs(Planner *p) {
       break;
     }
   }
+  if (p->options.merge_attention_backward_from > 0)
+    pair_grad_q(p);
 }
 
 static bool make_root(Planner *p, GraphId id) {
@@ -219,11 +269,13 @@ static bool make_root(Planner *p, GraphId id) {
   KernelDraft *k = &p->kernels[index];
   if (kind == KERNEL_ATTENTION && (k->also = p->also_of[id]) != GRAPH_NONE)
     p->plan->kernel_of[k->also] = index;
+  if (kind == KERNEL_ATTENTION && (k->also_q = p->also_q_of[id]) != GRAPH_NONE)
+    p->plan->kernel_of[k->also_q] = index;
   int rank = n->shape.rank;
   /* A dot's rows are its (batch, i) pairs, an attention op's the rows of
    * its output; a scatter's range is set apart. */
   if (kind == KERNEL_DOT || kind == KERNEL_ATTENTION)
-    k->outer_axes = rank - 1;
+    k->outer_axes = k->also_q != GRAPH_NONE ? rank - 2 : rank - 1;
   if (kind != KERNEL_LOOP)
     return true;
   /* A reduction root computes one output element per row; other roots keep
@@ -438,6 +490,7 @@ static bool list_kernels(Planner *p) {
     k->kind = p->kernels[d].kind;
     k->root = p->kernels[d].root;
     k->also = p->kernels[d].also;
+    k->also_q = p->kernels[d].also_q;
     k->outer_axes = p->kernels[d].outer_axes;
     const GraphShape *s = &graph_node(p->g, k->root)->shape;
     k->rows = 1;
@@ -518,7 +571,7 @@ static bool list_args(KernelPlan *plan) {
   const Graph *g = plan->graph;
   for (int ki = 0; ki < plan->num_kernels; ki++) {
     Kernel *k = &plan->kernels[ki];
-    int most = 2;
+    int most = 3;
     for (int i = 0; i < k->num_nodes; i++)
       most += graph_node(g, k->nodes[i])->num_inputs;
     if (!(k->args = malloc(sizeof(int) * (size_t)most)))
@@ -526,6 +579,8 @@ static bool list_args(KernelPlan *plan) {
     add_arg(k, plan->buffer_of[k->root]);
     if (k->also != GRAPH_NONE)
       add_arg(k, plan->buffer_of[k->also]);
+    if (k->also_q != GRAPH_NONE)
+      add_arg(k, plan->buffer_of[k->also_q]);
     for (int i = 0; i < k->num_nodes; i++) {
       const GraphNode *n = graph_node(g, k->nodes[i]);
       for (int s = 0; s < n->num_inputs; s++) {
@@ -546,6 +601,7 @@ static void planner_release(Planner *p) {
     }
   free(p->draft);
   free(p->also_of);
+  free(p->also_q_of);
   free(p->by_attention);
   free(p->free_head);
   free(p->kernels);
@@ -556,22 +612,32 @@ static void planner_release(Planner *p) {
   free(p->use_slot);
 }
 
-KernelPlan *kernel_plan_build(const Graph *g, char *err, size_t err_size) {
+KernelPlanOptions kernel_plan_cpu_options(void) {
+  return (KernelPlanOptions){.merge_attention_backward_from = 16};
+}
+
+int kernel_num_outputs(const Kernel *k) {
+  return 1 + (k->also != GRAPH_NONE) + (k->also_q != GRAPH_NONE);
+}
+
+KernelPlan *kernel_plan_build(const Graph *g, const KernelPlanOptions *options, char *err,
+                              size_t err_size) {
   int count = graph_count(g);
   size_t n = (size_t)(count ? count : 1);
   KernelPlan *plan = calloc(1, sizeof *plan);
-  Planner p = {.g = g, .plan = plan};
+  Planner p = {.g = g, .options = options ? *options : (KernelPlanOptions){0}, .plan = plan};
   bool ok = plan && (plan->placement = calloc(n, sizeof *plan->placement)) &&
             (plan->kernel_of = malloc(n * sizeof(int))) &&
             (plan->buffer_of = malloc(n * sizeof(int))) && (p.live = calloc(n, sizeof(bool))) &&
             (p.forced = calloc(n, sizeof(bool))) && (p.draft = calloc(n, sizeof(NodeDraft))) &&
             (p.also_of = malloc(n * sizeof(GraphId))) &&
+            (p.also_q_of = malloc(n * sizeof(GraphId))) &&
             (p.by_attention = calloc(n, sizeof(bool))) && (p.free_head = malloc(n * sizeof(int)));
   if (ok) {
     plan->graph = g;
     for (GraphId id = 0; id < count; id++) {
       plan->kernel_of[id] = plan->buffer_of[id] = p.free_head[id] = -1;
-      p.also_of[id] = GRAPH_NONE;
+      p.also_of[id] = p.also_q_of[id] = GRAPH_NONE;
       p.draft[id].next_to_free = -1;
     }
     mark_live(&p);

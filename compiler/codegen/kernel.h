@@ -85,7 +85,12 @@ typedef struct Kernel {
   GraphId also;   /* written by this kernel too (args[1]), else GRAPH_NONE: an
                    * attention's attention_lse of its q, k and mask, or an
                    * attention_grad_k's attention_grad_v of its operands */
-  int num_args;   /* buffers: args[0] is the output (args[1] also's), then inputs */
+  GraphId also_q; /* with KernelPlanOptions.merge_attention_backward_from, an
+                   * attention_grad_k kernel's attention_grad_q of the same
+                   * operands (args[2]), else GRAPH_NONE: its range is then
+                   * (batch, head), so that one thread sums each dq row */
+  int num_args;   /* buffers: the outputs (args[0] the root's, then also's and
+                   * also_q's), then the inputs */
   int *args;
   int function; /* kernels with equal structure share a function */
 } Kernel;
@@ -112,9 +117,27 @@ typedef struct KernelPlan {
  * node of `in` (graph_count(in) entries; a copied node: its first copy). */
 Graph *kernel_recompute(const Graph *in, GraphId *map, char *err, size_t err_size);
 
-/* Plans `g` (which must outlive the plan). NULL with a message in err on
- * failure. */
-KernelPlan *kernel_plan_build(const Graph *g, char *err, size_t err_size);
+/* What a plan may assume about the backend that runs it. */
+typedef struct KernelPlanOptions {
+  /* attention_grad_q joins the attention_grad_k (+ grad_v) kernel of the
+   * same operands when they have at least this many (batch, head) pairs
+   * (0: never): that kernel then runs one pair a range item, and its
+   * scores and dp serve dq, dk and dv. For the CPU; the GPU's warps need a
+   * row each. */
+  int64_t merge_attention_backward_from;
+} KernelPlanOptions;
+
+/* The CPU's: merged attention backward from 16 (batch, head) pairs, so
+ * that up to 16 threads have whole pairs to share (a pair is the unit of
+ * work; fewer pairs keep the kernels that split rows). */
+KernelPlanOptions kernel_plan_cpu_options(void);
+
+/* Plans `g` (which must outlive the plan); options NULL: none. NULL with a
+ * message in err on failure. */
+KernelPlan *kernel_plan_build(const Graph *g, const KernelPlanOptions *options, char *err,
+                              size_t err_size);
+/* How many outputs kernel k writes: args[0 .. this) (1 to 3). */
+int kernel_num_outputs(const Kernel *k);
 void kernel_plan_free(KernelPlan *plan);
 
 /* The buffer of a node, or NULL when it has none (inlined, free, unused). */

@@ -75,6 +75,8 @@ int64_t kernel_flops(const KernelPlan *plan, int kernel) {
     flops += node_flops(plan->graph, graph_node(plan->graph, k->nodes[i]));
   if (k->also != GRAPH_NONE) /* an attention kernel's second output */
     flops += node_flops(plan->graph, graph_node(plan->graph, k->also));
+  if (k->also_q != GRAPH_NONE) /* a merged backward's grad_q */
+    flops += node_flops(plan->graph, graph_node(plan->graph, k->also_q));
   return flops;
 }
 

@@ -33,10 +33,13 @@ void kernel_plan_print(const KernelPlan *plan, FILE *out) {
     for (int i = 0; i < k->num_nodes; i++)
       fprintf(out, " %s%s%%%d", is_hoisted(k, k->nodes[i]) ? "^" : "",
               graph_op_name(graph_node(g, k->nodes[i])->op), k->nodes[i]);
-    int first_in = k->also != GRAPH_NONE ? 2 : 1;
+    int first_in = kernel_num_outputs(k);
     fprintf(out, " | out b%d", k->args[0]);
-    if (k->also != GRAPH_NONE)
-      fprintf(out, " + %s%%%d b%d", graph_op_name(graph_node(g, k->also)->op), k->also, k->args[1]);
+    GraphId extra[2] = {k->also, k->also_q};
+    for (int e = 0, a = 1; e < 2; e++)
+      if (extra[e] != GRAPH_NONE)
+        fprintf(out, " + %s%%%d b%d", graph_op_name(graph_node(g, extra[e])->op), extra[e],
+                k->args[a++]);
     fprintf(out, " in");
     for (int i = first_in; i < k->num_args; i++)
       fprintf(out, " b%d", k->args[i]);

@@ -329,7 +329,7 @@ static Graph *copy_graph(const Graph *in, GraphId *map, char *err, size_t err_si
 Graph *kernel_recompute(const Graph *in, GraphId *map, char *err, size_t err_size) {
   Graph *g = copy_graph(in, map, err, err_size);
   for (int round = 0; g && round < MAX_ROUNDS; round++) {
-    KernelPlan *plan = kernel_plan_build(g, err, err_size);
+    KernelPlan *plan = kernel_plan_build(g, NULL, err, err_size);
     Choice *choice = plan ? malloc(sizeof(Choice) * (size_t)(plan->num_kernels + 1)) : NULL;
     int *owner = choice ? malloc(sizeof(int) * (size_t)(graph_count(g) + 1)) : NULL;
     int chosen = owner ? choose(plan, choice, owner) : -1;

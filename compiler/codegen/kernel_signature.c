@@ -88,6 +88,7 @@ static void put_kernel(Bytes *b, const KernelPlan *plan, const Kernel *k) {
   put_i64(b, k->outer_axes);
   put_i64(b, k->num_args);
   put_i64(b, k->also != GRAPH_NONE);
+  put_i64(b, k->also_q != GRAPH_NONE);
   put_i64(b, k->num_hoisted);
   for (int i = 0; i < k->num_hoisted; i++) {
     put_i64(b, local_index(k, k->hoisted[i].node));

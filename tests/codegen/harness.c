@@ -353,7 +353,11 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
   char err[512];
   GraphId *map = malloc(sizeof(GraphId) * (size_t)(graph_count(g) + 1));
   Graph *compiled = map ? kernel_recompute(g, map, err, sizeof err) : NULL;
-  KernelPlan *plan = compiled ? kernel_plan_build(compiled, err, sizeof err) : NULL;
+  /* The CPU's plan joins attention's backward kernels (here from one
+   * (batch, head) pair, so that every attention case runs the merged
+   * kernel); the GPU's does not. */
+  KernelPlanOptions plan_options = {.merge_attention_backward_from = target() == TARGET_CPU};
+  KernelPlan *plan = compiled ? kernel_plan_build(compiled, &plan_options, err, sizeof err) : NULL;
   Planned planned = {plan, map};
   if (!plan)
     fprintf(stderr, "%s: planning: %s\n", name, err);

@@ -13,7 +13,7 @@
 
 static KernelPlan *plan_of(const Graph *g) {
   char err[256];
-  KernelPlan *plan = kernel_plan_build(g, err, sizeof err);
+  KernelPlan *plan = kernel_plan_build(g, NULL, err, sizeof err);
   if (!CG_CHECK(plan != NULL))
     fprintf(stderr, "%s\n", err);
   return plan;
@@ -447,8 +447,64 @@ static void noalias_buffers(void) {
   cg_check_graph("noalias loop kernel buffers, in place", g, NULL);
 }
 
+/* Attention kernels of q, k, v [batch..., 8, 16] and the three gradients,
+ * planned with `options`: how many, and whether one writes dq, dk and dv. */
+static int attention_backward_plan(GraphShape batch, const KernelPlanOptions *options,
+                                   bool *merged) {
+  Graph *g = graph_new();
+  GraphShape s = batch;
+  s.rank += 2;
+  s.dims[s.rank - 2] = 8;
+  s.dims[s.rank - 1] = 16;
+  GraphId in[4];
+  const char *names[4] = {"q", "k", "v", "do"};
+  for (int i = 0; i < 4; i++)
+    in[i] = graph_input(g, names[i], GRAPH_F32, s);
+  GraphAttrs at = {.scale = 0.25, .causal = true};
+  GraphId o = graph_attention(g, in[0], in[1], in[2], GRAPH_NONE, 0.25, true);
+  GraphId lse = graph_add_node(g, GRAPH_OP_ATTENTION_LSE, in, 2, &at);
+  GraphId delta = graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_binary(g, GRAPH_OP_MUL, in[3], o),
+                               1u << (s.rank - 1));
+  GraphId grad_in[6] = {in[0], in[1], in[2], in[3], lse, delta};
+  const GraphOp grads[3] = {GRAPH_OP_ATTENTION_GRAD_Q, GRAPH_OP_ATTENTION_GRAD_K,
+                            GRAPH_OP_ATTENTION_GRAD_V};
+  const char *outs[3] = {"dq", "dk", "dv"};
+  for (int i = 0; i < 3; i++)
+    graph_output(g, outs[i], graph_add_node(g, grads[i], grad_in, 6, &at));
+  char err[256];
+  KernelPlan *plan = kernel_plan_build(g, options, err, sizeof err);
+  int count = 0;
+  *merged = false;
+  for (int k = 0; plan && k < plan->num_kernels; k++) {
+    count += plan->kernels[k].kind == KERNEL_ATTENTION;
+    *merged |= plan->kernels[k].also_q != GRAPH_NONE;
+  }
+  if (!CG_CHECK(plan != NULL))
+    fprintf(stderr, "attention backward: %s\n", err);
+  kernel_plan_free(plan);
+  graph_free(g);
+  return count;
+}
+
+/* The CPU's plan writes the three gradients in one kernel from 16 (batch,
+ * head) pairs; fewer pairs, and the GPU's plan, keep grad_q apart. (Every
+ * attention case of codegen_ops runs the merged kernel: its harness merges
+ * from one pair.) */
+static void attention_backward(void) {
+  int failures_before = cg_failures;
+  KernelPlanOptions cpu = kernel_plan_cpu_options();
+  bool merged;
+  /* attention (+ lse), grad_k (+ grad_v), grad_q */
+  CG_CHECK(attention_backward_plan(SHAPE(4, 4), &cpu, &merged) == 2 && merged);
+  CG_CHECK(attention_backward_plan(SHAPE(3, 5), &cpu, &merged) == 3 && !merged);
+  CG_CHECK(attention_backward_plan(SHAPE(4, 4), NULL, &merged) == 3 && !merged);
+  printf("%s  attention's backward: one kernel for 16 pairs on the CPU\n",
+         cg_failures == failures_before ? "ok  " : "FAIL");
+}
+
 int main(void) {
   cg_start("codegen_fusion");
+  attention_backward();
   softmax_rows();
   layernorm_rows();
   views_and_sharing();

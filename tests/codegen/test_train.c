@@ -117,7 +117,7 @@ static void compile_time(void) {
   Graph *g = mlp(64, 1000, 256, 10, 4, 1.0);
   char err[256];
   double t0 = seconds();
-  KernelPlan *plan = kernel_plan_build(g, err, sizeof err);
+  KernelPlan *plan = kernel_plan_build(g, NULL, err, sizeof err);
   double t1 = seconds();
   CpuModule *m = plan ? cpu_compile(plan, NULL, err, sizeof err) : NULL;
   double t2 = seconds();

@@ -219,7 +219,7 @@ static void edge_tiles_converged(void) {
     GraphId b = graph_input(g, "b", cases[c].dtype, cases[c].b);
     graph_output(g, "c", graph_dot(g, a, b, false, cases[c].tb));
     char err[512];
-    KernelPlan *plan = kernel_plan_build(g, err, sizeof err);
+    KernelPlan *plan = kernel_plan_build(g, NULL, err, sizeof err);
     char *ptx = plan ? ptx_compile(plan, &(PtxOptions){.prefix = "model"}, err, sizeof err) : NULL;
     if (CHECK(ptx != NULL)) {
       char entry[64];
@@ -321,7 +321,7 @@ static void check_host(const KernelPlan *plan, bool cublas) {
 int main(void) {
   char err[512];
   Graph *g = example();
-  KernelPlan *plan = kernel_plan_build(g, err, sizeof err);
+  KernelPlan *plan = kernel_plan_build(g, NULL, err, sizeof err);
   if (!CHECK(plan != NULL)) {
     fprintf(stderr, "%s\n", err);
     return 1;
