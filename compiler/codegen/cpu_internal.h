@@ -56,7 +56,6 @@ LLVMValueRef cpu_entry_alloca(CpuGen *gen, LLVMTypeRef type, const char *name);
 void cpu_loop_begin(CpuGen *gen, CpuLoop *loop, LLVMValueRef begin, LLVMValueRef end);
 void cpu_loop_end(CpuGen *gen, CpuLoop *loop);
 
-/* Calls an overloaded intrinsic such as "llvm.sqrt" at `type`. */
 /* x y + z as llvm.fmuladd at the operands' type (scalar or vector): one
  * rounding where the target has FMA (half the instructions of a multiply
  * and an add). */
@@ -65,6 +64,7 @@ LLVMValueRef cpu_fmuladd(CpuGen *gen, LLVMValueRef x, LLVMValueRef y, LLVMValueR
 LLVMValueRef cpu_splat(CpuGen *gen, LLVMValueRef x, unsigned lanes);
 /* The sum of a vector's lanes, halves added pairwise (a scalar is itself). */
 LLVMValueRef cpu_lane_sum(CpuGen *gen, LLVMValueRef v);
+/* Calls an overloaded intrinsic such as "llvm.sqrt" at `type`. */
 LLVMValueRef cpu_intrinsic(CpuGen *gen, const char *name, LLVMTypeRef *types, int num_types,
                            LLVMValueRef *args, int num_args);
 /* Calls a C library function (declared on first use). */

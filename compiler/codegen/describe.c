@@ -84,20 +84,21 @@ static LLVMTypeRef kernel_type(Emitter *e) {
   return LLVMStructTypeInContext(e->ctx, fields, 3, 0);
 }
 
-/* Short enough for one profile row: the kind, the root's op (+ the op of a
- * second output) and type, and how many ops were fused into it (`tfmc emit
- * kernels` lists them). */
+/* Short enough for one profile row: the kind, the ops it writes (the root,
+ * then its other outputs, joined by +) and the root's type, and how many
+ * ops were fused into it (`tfmc emit kernels` lists them). */
 static LLVMValueRef kernel_desc(Emitter *e, const KernelPlan *plan, int ki) {
   const Kernel *k = &plan->kernels[ki];
   const GraphNode *root = graph_node(plan->graph, k->root);
   char type[160], label[256];
   graph_format_type(type, sizeof type, root->dtype, &root->shape);
-  const char *also =
-      k->also != GRAPH_NONE ? graph_op_name(graph_node(plan->graph, k->also)->op) : "";
-  const char *also_q =
-      k->also_q != GRAPH_NONE ? graph_op_name(graph_node(plan->graph, k->also_q)->op) : "";
-  snprintf(label, sizeof label, "%s %s%s%s%s%s %s (%d op%s)", kernel_kind_name(k->kind),
-           graph_op_name(root->op), *also ? "+" : "", also, *also_q ? "+" : "", also_q, type,
+  GraphId out[3];
+  int count = kernel_outputs(k, out), used = 0;
+  char ops[128] = "";
+  for (int o = 0; o < count; o++)
+    used += snprintf(ops + used, sizeof ops - (size_t)used, "%s%s", o ? "+" : "",
+                     graph_op_name(graph_node(plan->graph, out[o])->op));
+  snprintf(label, sizeof label, "%s %s %s (%d op%s)", kernel_kind_name(k->kind), ops, type,
            k->num_nodes, k->num_nodes == 1 ? "" : "s");
   LLVMValueRef fields[] = {string_ptr(e, label),
                            LLVMConstInt(e->i64, (unsigned long long)kernel_flops(plan, ki), 0),

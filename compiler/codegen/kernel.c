@@ -181,6 +181,13 @@ static bool same_operands(const GraphNode *a, const GraphNode *b) {
   return true;
 }
 
+/* The attributes and dtype two attention ops must share to be computed
+ * by one kernel. */
+static bool same_attributes(const GraphNode *a, const GraphNode *b) {
+  return a->attrs.scale == b->attrs.scale && a->attrs.causal == b->attrs.causal &&
+         a->dtype == b->dtype;
+}
+
 static bool grad_v_pairs(const GraphNode *a, const GraphNode *gv) {
   return a->op == GRAPH_OP_ATTENTION_GRAD_K && same_operands(a, gv);
 }
@@ -215,9 +222,8 @@ static void pair_grad_q(Planner *p) {
       GraphId a = p->use_node[u];
       const GraphNode *n = graph_node(g, a);
       if (a <= id || !p->live[a] || p->also_of[a] == GRAPH_NONE ||
-          p->also_q_of[a] != GRAPH_NONE || n->attrs.scale != x->attrs.scale ||
-          n->attrs.causal != x->attrs.causal || n->dtype != x->dtype ||
-          !same_operands(n, x) || !read_after(p, id, a) ||
+          p->also_q_of[a] != GRAPH_NONE || !same_attributes(n, x) || !same_operands(n, x) ||
+          !read_after(p, id, a) ||
           attention_batches(n) < p->options.merge_attention_backward_from)
         continue;
       p->also_q_of[a] = id;
@@ -241,9 +247,7 @@ static void pair_attention_outputs(Planner *p) {
     for (int u = p->use_start[x->inputs[0]]; u < p->use_start[x->inputs[0] + 1]; u++) {
       GraphId a = p->use_node[u];
       const GraphNode *n = graph_node(g, a);
-      if (a >= id || !p->live[a] || p->also_of[a] != GRAPH_NONE ||
-          n->attrs.scale != x->attrs.scale || n->attrs.causal != x->attrs.causal ||
-          n->dtype != x->dtype ||
+      if (a >= id || !p->live[a] || p->also_of[a] != GRAPH_NONE || !same_attributes(n, x) ||
           !(x->op == GRAPH_OP_ATTENTION_LSE ? lse_pairs(n, x) : grad_v_pairs(n, x)))
         continue;
       p->also_of[a] = id;
@@ -576,11 +580,9 @@ static bool list_args(KernelPlan *plan) {
       most += graph_node(g, k->nodes[i])->num_inputs;
     if (!(k->args = malloc(sizeof(int) * (size_t)most)))
       return false;
-    add_arg(k, plan->buffer_of[k->root]);
-    if (k->also != GRAPH_NONE)
-      add_arg(k, plan->buffer_of[k->also]);
-    if (k->also_q != GRAPH_NONE)
-      add_arg(k, plan->buffer_of[k->also_q]);
+    GraphId out[3];
+    for (int o = 0, count = kernel_outputs(k, out); o < count; o++)
+      add_arg(k, plan->buffer_of[out[o]]);
     for (int i = 0; i < k->num_nodes; i++) {
       const GraphNode *n = graph_node(g, k->nodes[i]);
       for (int s = 0; s < n->num_inputs; s++) {
@@ -616,8 +618,12 @@ KernelPlanOptions kernel_plan_cpu_options(void) {
   return (KernelPlanOptions){.merge_attention_backward_from = 16};
 }
 
-int kernel_num_outputs(const Kernel *k) {
-  return 1 + (k->also != GRAPH_NONE) + (k->also_q != GRAPH_NONE);
+int kernel_outputs(const Kernel *k, GraphId out[3]) {
+  int count = 0;
+  out[count++] = k->root;
+  if (k->also != GRAPH_NONE) out[count++] = k->also;
+  if (k->also_q != GRAPH_NONE) out[count++] = k->also_q;
+  return count;
 }
 
 KernelPlan *kernel_plan_build(const Graph *g, const KernelPlanOptions *options, char *err,

@@ -136,8 +136,9 @@ KernelPlanOptions kernel_plan_cpu_options(void);
  * message in err on failure. */
 KernelPlan *kernel_plan_build(const Graph *g, const KernelPlanOptions *options, char *err,
                               size_t err_size);
-/* How many outputs kernel k writes: args[0 .. this) (1 to 3). */
-int kernel_num_outputs(const Kernel *k);
+/* The nodes kernel k writes, in the order of args[0 ..): the root, then
+ * also and also_q where set; returns how many (1 to 3). */
+int kernel_outputs(const Kernel *k, GraphId out[3]);
 void kernel_plan_free(KernelPlan *plan);
 
 /* The buffer of a node, or NULL when it has none (inlined, free, unused). */

@@ -73,10 +73,9 @@ int64_t kernel_flops(const KernelPlan *plan, int kernel) {
   int64_t flops = 0;
   for (int i = 0; i < k->num_nodes; i++)
     flops += node_flops(plan->graph, graph_node(plan->graph, k->nodes[i]));
-  if (k->also != GRAPH_NONE) /* an attention kernel's second output */
-    flops += node_flops(plan->graph, graph_node(plan->graph, k->also));
-  if (k->also_q != GRAPH_NONE) /* a merged backward's grad_q */
-    flops += node_flops(plan->graph, graph_node(plan->graph, k->also_q));
+  GraphId out[3]; /* an attention kernel's other outputs */
+  for (int o = 1, count = kernel_outputs(k, out); o < count; o++)
+    flops += node_flops(plan->graph, graph_node(plan->graph, out[o]));
   return flops;
 }
 

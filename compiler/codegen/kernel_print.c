@@ -33,13 +33,12 @@ void kernel_plan_print(const KernelPlan *plan, FILE *out) {
     for (int i = 0; i < k->num_nodes; i++)
       fprintf(out, " %s%s%%%d", is_hoisted(k, k->nodes[i]) ? "^" : "",
               graph_op_name(graph_node(g, k->nodes[i])->op), k->nodes[i]);
-    int first_in = kernel_num_outputs(k);
+    GraphId outputs[3];
+    int first_in = kernel_outputs(k, outputs);
     fprintf(out, " | out b%d", k->args[0]);
-    GraphId extra[2] = {k->also, k->also_q};
-    for (int e = 0, a = 1; e < 2; e++)
-      if (extra[e] != GRAPH_NONE)
-        fprintf(out, " + %s%%%d b%d", graph_op_name(graph_node(g, extra[e])->op), extra[e],
-                k->args[a++]);
+    for (int o = 1; o < first_in; o++)
+      fprintf(out, " + %s%%%d b%d", graph_op_name(graph_node(g, outputs[o])->op), outputs[o],
+              k->args[o]);
     fprintf(out, " in");
     for (int i = first_in; i < k->num_args; i++)
       fprintf(out, " b%d", k->args[i]);
