@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "kernel_internal.h"
+#include "pass.h"
 #include "rewrite.h"
 
 /* A copy costing at most CHEAP_COST operations an element (kernel_op_cost:
@@ -326,6 +327,39 @@ static Graph *copy_graph(const Graph *in, GraphId *map, char *err, size_t err_si
   return pass_rewrite_finish(&r, err, err_size);
 }
 
+/* Two rounds can put two copies of one value in one kernel: a GELU's tanh
+ * copied into its readers, 1 + tanh and the backward's tanh * tanh, and in
+ * the next round 1 + tanh, now with a tanh of its own, copied into the
+ * backward as well. Equal nodes of one kernel are merged, as CSE merges
+ * them, but not equal nodes of different kernels, which are the copies.
+ * Constants and views cost nothing wherever they are and merge anywhere. */
+#define ANY_KERNEL (-2)
+static Graph *merge_within_kernels(Graph *g, GraphId *map, int map_count, char *err,
+                                   size_t err_size) {
+  KernelPlan *plan = kernel_plan_build(g, NULL, err, err_size);
+  int *group = plan ? malloc(sizeof(int) * (size_t)(graph_count(g) + 1)) : NULL;
+  GraphId *round = group ? malloc(sizeof(GraphId) * (size_t)(graph_count(g) + 1)) : NULL;
+  Graph *out = NULL;
+  if (round) {
+    for (GraphId id = 0; id < graph_count(g); id++) {
+      KernelPlacement p = plan->placement[id];
+      group[id] = p == KERNEL_INLINED || p == KERNEL_ROOT ? plan->kernel_of[id]
+                  : p == KERNEL_FREE || p == KERNEL_VIEW  ? ANY_KERNEL
+                                                          : PASS_CSE_NO_GROUP;
+    }
+    out = pass_cse_within(g, group, round, err, err_size);
+    if (out)
+      compose(map, round, map_count);
+  } else if (plan) {
+    errbuf_set(err, err_size, "recomputation: out of memory");
+  }
+  free(round);
+  free(group);
+  kernel_plan_free(plan);
+  graph_free(g);
+  return out;
+}
+
 Graph *kernel_recompute(const Graph *in, GraphId *map, char *err, size_t err_size) {
   Graph *g = copy_graph(in, map, err, err_size);
   for (int round = 0; g && round < MAX_ROUNDS; round++) {
@@ -342,9 +376,9 @@ Graph *kernel_recompute(const Graph *in, GraphId *map, char *err, size_t err_siz
     free(choice);
     kernel_plan_free(plan);
     if (chosen == 0)
-      return g;
+      return merge_within_kernels(g, map, graph_count(in), err, err_size);
     graph_free(g);
     g = next;
   }
-  return g;
+  return g ? merge_within_kernels(g, map, graph_count(in), err, err_size) : NULL;
 }

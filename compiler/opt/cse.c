@@ -53,31 +53,52 @@ static bool same_node(const Graph *out, GraphId candidate, GraphOp op, const Gra
   return graph_attrs_equal(op, &c->attrs, attrs);
 }
 
-Graph *pass_cse(const Graph *in, char *err, size_t err_size) {
+/* group NULL: every mergeable node in one group. */
+static Graph *cse(const Graph *in, const int *group, GraphId *map, char *err, size_t err_size) {
   int n = graph_count(in);
   size_t capacity = 16;
   while (capacity < 2 * (size_t)n) capacity *= 2;
   GraphId *table = malloc(capacity * sizeof(GraphId)); /* out ids, open addressing */
+  int *out_group = malloc(sizeof(int) * (size_t)(n + 1)); /* per out id */
   PassRewrite r;
-  if (!table || !pass_rewrite_begin(&r, in, err, err_size)) {
+  if (!table || !out_group || !pass_rewrite_begin(&r, in, err, err_size)) {
     free(table);
+    free(out_group);
     return NULL;
   }
   for (size_t i = 0; i < capacity; i++) table[i] = GRAPH_NONE;
   for (GraphId id = 0; id < n; id++) {
     const GraphNode *node = graph_node(in, id);
     const GraphId *inputs = pass_rewrite_inputs(&r, id);
-    if (!is_mergeable(node->op)) {
+    int g = group ? group[id] : 0;
+    if (!is_mergeable(node->op) || g == PASS_CSE_NO_GROUP) {
       r.map[id] = pass_rewrite_copy(&r, id);
+      out_group[r.map[id]] = PASS_CSE_NO_GROUP;
       continue;
     }
-    size_t slot = hash_node(node->op, &node->attrs, inputs, node->num_inputs) & (capacity - 1);
+    uint64_t h = mix(hash_node(node->op, &node->attrs, inputs, node->num_inputs), (uint64_t)g);
+    size_t slot = h & (capacity - 1);
     while (table[slot] != GRAPH_NONE &&
-           !same_node(r.out, table[slot], node->op, &node->attrs, inputs, node->num_inputs))
+           (out_group[table[slot]] != g ||
+            !same_node(r.out, table[slot], node->op, &node->attrs, inputs, node->num_inputs)))
       slot = (slot + 1) & (capacity - 1);
-    if (table[slot] == GRAPH_NONE) table[slot] = pass_rewrite_copy(&r, id);
+    if (table[slot] == GRAPH_NONE) {
+      table[slot] = pass_rewrite_copy(&r, id);
+      out_group[table[slot]] = g;
+    }
     r.map[id] = table[slot];
   }
+  for (GraphId id = 0; map && id < n; id++) map[id] = r.map[id];
   free(table);
+  free(out_group);
   return pass_rewrite_finish(&r, err, err_size);
+}
+
+Graph *pass_cse(const Graph *in, char *err, size_t err_size) {
+  return cse(in, NULL, NULL, err, err_size);
+}
+
+Graph *pass_cse_within(const Graph *in, const int *group, GraphId *map, char *err,
+                       size_t err_size) {
+  return cse(in, group, map, err, err_size);
 }

@@ -421,6 +421,31 @@ static void recomputation(void) {
     fprintf(stderr, "a broadcast read by six kernels: expected 7 kernels, 6 after and no "
                     "scratch, got %lld bytes\n", (long long)scratch);
   cg_check_graph("a broadcast scalar read by six kernels is copied into each", g, NULL);
+
+  /* A GELU's shape: t = tanh(x) read by u = -t and by the backward, u by
+   * the forward's product and the backward. t is copied into u's kernel
+   * and the backward's in one round, u (with its copy of t) into both in
+   * the next: the backward then holds two tanh of x, merged into one. */
+  g = graph_new();
+  x = graph_input(g, "x", GRAPH_F32, SHAPE(6, 37));
+  GraphId dy = graph_input(g, "dy", GRAPH_F32, SHAPE(6, 37));
+  t = graph_unary(g, GRAPH_OP_TANH, x);
+  GraphId minus_t = graph_unary(g, GRAPH_OP_NEG, t);
+  graph_output(g, "forward", graph_binary(g, GRAPH_OP_MUL, x, minus_t));
+  graph_output(g, "backward", graph_binary(g, GRAPH_OP_MUL, graph_binary(g, GRAPH_OP_MUL, dy, minus_t),
+                                           graph_binary(g, GRAPH_OP_MUL, t, t)));
+  char err[256];
+  Graph *copied = kernel_recompute(g, NULL, err, sizeof err);
+  KernelPlan *plan = copied ? plan_of(copied) : NULL;
+  int kernels = plan ? plan->num_kernels : -1, tanhs = 0;
+  for (GraphId id = 0; plan && id < graph_count(copied); id++)
+    tanhs += graph_node(copied, id)->op == GRAPH_OP_TANH && plan->placement[id] != KERNEL_UNUSED;
+  if (!CG_CHECK(kernels == 2) || !CG_CHECK(tanhs == 2))
+    fprintf(stderr, "a tanh copied twice into one kernel: expected 2 kernels and 2 tanh, got "
+                    "%d and %d\n", kernels, tanhs);
+  kernel_plan_free(plan);
+  graph_free(copied);
+  cg_check_graph("copies of one value in one kernel are merged", g, NULL);
 }
 
 /* A loop kernel's buffers are noalias parameters of its body, which the
