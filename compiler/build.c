@@ -73,20 +73,19 @@ static void compile_graph(Compiled *c) {
   char err[512];
   double start = now();
   const char *stage = "internal error: optimising";
+  KernelPlanOptions plan_options =
+      c->options->cuda ? (KernelPlanOptions){0} : kernel_plan_cpu_options();
   c->graph = pass_standard(c->lowered, err, sizeof err);
   graph_free(c->lowered);
   c->lowered = NULL;
   if (c->graph) {
     stage = "internal error: planning";
-    Graph *recomputed = kernel_recompute(c->graph, NULL, err, sizeof err);
+    Graph *prepared = kernel_prepare(c->graph, &plan_options, NULL, err, sizeof err);
     graph_free(c->graph);
-    c->graph = recomputed;
+    c->graph = prepared;
   }
-  if (c->graph) {
-    KernelPlanOptions plan_options =
-        c->options->cuda ? (KernelPlanOptions){0} : kernel_plan_cpu_options();
+  if (c->graph)
     c->plan = kernel_plan_build(c->graph, &plan_options, err, sizeof err);
-  }
   if (c->plan) {
     stage = "code generation for";
     char *ptx = NULL;

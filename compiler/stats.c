@@ -15,9 +15,9 @@ static int print_graph(const char *name, Graph *lowered) {
   char err[256];
   Graph *optimised = pass_standard(lowered, err, sizeof err);
   graph_free(lowered);
-  Graph *g = optimised ? kernel_recompute(optimised, NULL, err, sizeof err) : NULL;
-  graph_free(optimised);
   KernelPlanOptions plan_options = kernel_plan_cpu_options(); /* tfmc build's default target */
+  Graph *g = optimised ? kernel_prepare(optimised, &plan_options, NULL, err, sizeof err) : NULL;
+  graph_free(optimised);
   KernelPlan *plan = g ? kernel_plan_build(g, &plan_options, err, sizeof err) : NULL;
   if (!plan) {
     diag_error_noloc("internal error: planning the %s graph: %s", name, err);

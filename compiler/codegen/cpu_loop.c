@@ -762,8 +762,10 @@ static void hoist_reductions(Emitter *e, const Index *row) {
  * accumulates in row-major order, as the evaluator's does, and the inner
  * loop is contiguous, so it vectorizes. Reduction roots never write in
  * place (kernel_inplace.c), so no input shares the output. The form needs
- * every kept axis longer than 1 to come after every reduced axis, so that
- * an input element is its row's offset plus its output index. */
+ * the reduced axes to be consecutive, ignoring axes of length 1: the input
+ * is then [groups, rows, columns] flattened, the output [groups, columns],
+ * and each group (kept axes before the reduced ones: the groups of rows
+ * that kernel_split_column_sums makes) is a column reduction of its own. */
 static bool is_column_reduction(const Emitter *e) {
   const GraphNode *n = node_of(e, e->kernel->root);
   if (n->op != GRAPH_OP_REDUCE_SUM && n->op != GRAPH_OP_REDUCE_MAX)
@@ -774,10 +776,14 @@ static bool is_column_reduction(const Emitter *e) {
   if (e->gen->gpu_threads || e->kernel->num_hoisted > 0 || last < 1 ||
       e->kernel->outer_axes != last + 1 || (axes >> last) & 1u || axes == 0)
     return false;
-  for (int r = 0; r <= last; r++)
-    for (int d = 0; d < r && (axes >> r) & 1u; d++)
-      if (!((axes >> d) & 1u) && x->shape.dims[d] != 1)
-        return false;
+  int first_reduced = 0, last_reduced = last;
+  while (!((axes >> first_reduced) & 1u))
+    first_reduced++;
+  while (!((axes >> last_reduced) & 1u))
+    last_reduced--;
+  for (int d = first_reduced; d < last_reduced; d++)
+    if (!((axes >> d) & 1u) && x->shape.dims[d] != 1)
+      return false;
   return true;
 }
 
@@ -790,30 +796,58 @@ static void emit_column_sums(Emitter *e, LLVMValueRef acc, LLVMValueRef base, LL
   const GraphNode *n = node_of(e, e->kernel->root), *x = node_of(e, n->inputs[0]);
   LLVMTypeRef t = cpu_type(gen, n->dtype);
   int rank = n->shape.rank;
-  uint32_t axes = n->attrs.axes, kept = ((1u << rank) - 1) & ~axes;
-  int64_t columns = graph_shape_numel(&n->shape);
+  uint32_t axes = n->attrs.axes, group_axes = (axes & -axes) - 1;
+  uint32_t column_axes = ((1u << rank) - 1) & ~axes & ~group_axes;
+  int64_t groups = 1, columns = 1, rows = 1;
+  for (int d = 0; d < rank; d++) {
+    if ((group_axes >> d) & 1u)
+      groups *= n->shape.dims[d];
+    else if ((column_axes >> d) & 1u)
+      columns *= n->shape.dims[d];
+    else
+      rows *= x->shape.dims[d];
+  }
   CpuLoop j;
   cpu_loop_begin(gen, &j, begin, end);
   LLVMBuildStore(b, reduction_init(e, n),
                  cpu_element(gen, t, acc, LLVMBuildSub(b, j.index, base, "")));
   cpu_loop_end(gen, &j);
-  CpuLoop rows[GRAPH_MAX_RANK];
-  LLVMValueRef axis[GRAPH_MAX_RANK], row = cpu_i64(gen, 0);
+  /* Group g holds output elements [g * columns, (g + 1) * columns) and
+   * input elements [g * rows * columns, (g + 1) * rows * columns). */
+  LLVMValueRef width = cpu_i64(gen, columns);
+  CpuLoop group;
+  cpu_loop_begin(gen, &group, LLVMBuildUDiv(b, begin, width, ""),
+                 LLVMBuildUDiv(b, LLVMBuildAdd(b, end, cpu_i64(gen, columns - 1), ""), width, ""));
+  LLVMValueRef first = LLVMBuildMul(b, group.index, width, "");
+  LLVMValueRef after = LLVMBuildAdd(b, first, width, "");
+  LLVMValueRef from = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, begin, first, ""), begin,
+                                      first, "");
+  LLVMValueRef to = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSLT, end, after, ""), end, after, "");
+  LLVMValueRef group_start = LLVMBuildMul(b, group.index, cpu_i64(gen, (rows - 1) * columns), "");
+  Index grouped = new_index(e, &x->shape);
+  row_element_axes(e, group.index, &n->shape, group_axes, groups, &grouped);
+  CpuLoop row_loops[GRAPH_MAX_RANK];
+  LLVMValueRef row = group_start;
   int num_rows = 0;
   for (int d = 0; d < rank; d++) {
-    axis[d] = cpu_i64(gen, 0);
-    if (!((axes >> d) & 1u) || x->shape.dims[d] == 1)
+    if (!((axes >> d) & 1u)) {
+      if (!((group_axes >> d) & 1u))
+        grouped.axis[d] = cpu_i64(gen, 0);
       continue;
-    cpu_loop_begin(gen, &rows[num_rows], cpu_i64(gen, 0), cpu_i64(gen, x->shape.dims[d]));
-    axis[d] = rows[num_rows++].index;
+    }
+    grouped.axis[d] = cpu_i64(gen, 0);
+    if (x->shape.dims[d] == 1)
+      continue;
+    cpu_loop_begin(gen, &row_loops[num_rows], cpu_i64(gen, 0), cpu_i64(gen, x->shape.dims[d]));
+    grouped.axis[d] = row_loops[num_rows++].index;
     row = LLVMBuildAdd(
-        b, row, LLVMBuildMul(b, axis[d], cpu_i64(gen, stride_of(&x->shape, d)), ""), "");
+        b, row, LLVMBuildMul(b, grouped.axis[d], cpu_i64(gen, stride_of(&x->shape, d)), ""), "");
   }
-  cpu_loop_begin(gen, &j, begin, end);
+  cpu_loop_begin(gen, &j, from, to);
   int mark = e->memo_count;
   Index in = new_index(e, &x->shape);
-  memcpy(in.axis, axis, sizeof(LLVMValueRef) * (size_t)rank);
-  row_element_axes(e, j.index, &n->shape, kept, columns, &in);
+  memcpy(in.axis, grouped.axis, sizeof(LLVMValueRef) * (size_t)rank);
+  row_element_axes(e, LLVMBuildSub(b, j.index, first, ""), &n->shape, column_axes, columns, &in);
   in.linear = LLVMBuildAdd(b, row, j.index, "");
   LLVMValueRef v = emit(e, n->inputs[0], &in);
   LLVMValueRef slot = cpu_element(gen, t, acc, LLVMBuildSub(b, j.index, base, ""));
@@ -821,7 +855,8 @@ static void emit_column_sums(Emitter *e, LLVMValueRef acc, LLVMValueRef base, LL
   e->memo_count = mark;
   cpu_loop_end(gen, &j);
   while (num_rows > 0)
-    cpu_loop_end(gen, &rows[--num_rows]);
+    cpu_loop_end(gen, &row_loops[--num_rows]);
+  cpu_loop_end(gen, &group);
 }
 
 /* The output holds the accumulators, except in bf16: there each stretch of

@@ -615,7 +615,28 @@ static void planner_release(Planner *p) {
 }
 
 KernelPlanOptions kernel_plan_cpu_options(void) {
-  return (KernelPlanOptions){.merge_attention_backward_from = 16};
+  return (KernelPlanOptions){.merge_attention_backward_from = 16, .split_column_sums = true};
+}
+
+Graph *kernel_prepare(const Graph *in, const KernelPlanOptions *options, GraphId *map, char *err,
+                      size_t err_size) {
+  if (!options || !options->split_column_sums)
+    return kernel_recompute(in, map, err, err_size);
+  GraphId *split_map = map ? malloc(sizeof(GraphId) * (size_t)(graph_count(in) + 1)) : NULL;
+  Graph *split = !map || split_map ? kernel_split_column_sums(in, split_map, err, err_size) : NULL;
+  GraphId *recompute_map =
+      split && map ? malloc(sizeof(GraphId) * (size_t)(graph_count(split) + 1)) : NULL;
+  Graph *out = NULL;
+  if ((map && !split_map) || (split && map && !recompute_map))
+    errbuf_set(err, err_size, "planning: out of memory");
+  else if (split)
+    out = kernel_recompute(split, recompute_map, err, err_size);
+  for (GraphId id = 0; out && map && id < graph_count(in); id++)
+    map[id] = recompute_map[split_map[id]];
+  free(split_map);
+  free(recompute_map);
+  graph_free(split);
+  return out;
 }
 
 int kernel_outputs(const Kernel *k, GraphId out[3]) {

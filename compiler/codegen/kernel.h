@@ -125,12 +125,29 @@ typedef struct KernelPlanOptions {
    * scores and dp serve dq, dk and dv. For the CPU; the GPU's warps need a
    * row each. */
   int64_t merge_attention_backward_from;
+  /* Sums over leading axes of many rows (a bias's gradient) are computed
+   * in groups of rows and then over the groups (kernel_column_sums.c), so
+   * that each thread reads whole rows. For the CPU; the GPU's threads
+   * share a long column instead (ptx_row.c). */
+  bool split_column_sums;
 } KernelPlanOptions;
 
 /* The CPU's: merged attention backward from 16 (batch, head) pairs, so
  * that up to 16 threads have whole pairs to share (a pair is the unit of
- * work; fewer pairs keep the kernels that split rows). */
+ * work; fewer pairs keep the kernels that split rows), and column sums
+ * split. */
 KernelPlanOptions kernel_plan_cpu_options(void);
+
+/* The graph a backend plans: `in` (optimised) with its column sums split
+ * where options say (kernel_split_column_sums), then recomputed
+ * (kernel_recompute). NULL with a message in err on failure; map as for
+ * kernel_recompute. */
+Graph *kernel_prepare(const Graph *in, const KernelPlanOptions *options, GraphId *map, char *err,
+                      size_t err_size);
+/* Sums over leading axes of rows computed as sums of groups of rows and
+ * then of the groups (kernel_column_sums.c). Returns a new graph, or NULL
+ * with a message in err; map as for kernel_recompute. */
+Graph *kernel_split_column_sums(const Graph *in, GraphId *map, char *err, size_t err_size);
 
 /* Plans `g` (which must outlive the plan); options NULL: none. NULL with a
  * message in err on failure. */

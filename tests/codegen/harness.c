@@ -161,8 +161,9 @@ static void unload(Loaded *l) {
   unlink(l->library);
 }
 
-/* The compiled graph is the tested graph after kernel_recompute (which
- * copies nodes): map takes a node of the tested graph to the plan's. */
+/* The compiled graph is the tested graph after kernel_prepare (which
+ * rewrites column sums and copies nodes): map takes a node of the tested
+ * graph to the plan's. */
 typedef struct Planned {
   const KernelPlan *plan;
   const GraphId *map;
@@ -352,11 +353,12 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
   int failures_before = cg_failures;
   char err[512];
   GraphId *map = malloc(sizeof(GraphId) * (size_t)(graph_count(g) + 1));
-  Graph *compiled = map ? kernel_recompute(g, map, err, sizeof err) : NULL;
   /* The CPU's plan joins attention's backward kernels (here from one
    * (batch, head) pair, so that every attention case runs the merged
-   * kernel); the GPU's does not. */
-  KernelPlanOptions plan_options = {.merge_attention_backward_from = target() == TARGET_CPU};
+   * kernel) and splits column sums; the GPU's does neither. */
+  KernelPlanOptions plan_options = {.merge_attention_backward_from = target() == TARGET_CPU,
+                                    .split_column_sums = target() == TARGET_CPU};
+  Graph *compiled = map ? kernel_prepare(g, &plan_options, map, err, sizeof err) : NULL;
   KernelPlan *plan = compiled ? kernel_plan_build(compiled, &plan_options, err, sizeof err) : NULL;
   Planned planned = {plan, map};
   if (!plan)

@@ -448,6 +448,37 @@ static void recomputation(void) {
   cg_check_graph("copies of one value in one kernel are merged", g, NULL);
 }
 
+/* The CPU's plan sums a bias's gradient ([64, 24] rows into [1, 24]) in
+ * 8 groups of 8 rows ([8, 1, 24], one kernel that reads whole rows), then
+ * the groups; the GPU's keeps one reduction. 37 rows do not split. */
+static void column_sums(void) {
+  Graph *g = graph_new();
+  GraphId x = graph_input(g, "x", GRAPH_F32, SHAPE(64, 24));
+  graph_output(g, "sum", graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_unary(g, GRAPH_OP_TANH, x), 1));
+  graph_output(g, "odd", graph_reduce(g, GRAPH_OP_REDUCE_SUM,
+                                      graph_input(g, "y", GRAPH_F32, SHAPE(37, 5)), 1));
+  KernelPlanOptions cpu = kernel_plan_cpu_options(), gpu = {0};
+  char err[256];
+  int kernels[2] = {-1, -1};
+  bool grouped = false;
+  for (int i = 0; i < 2; i++) {
+    Graph *prepared = kernel_prepare(g, i ? &gpu : &cpu, NULL, err, sizeof err);
+    KernelPlan *plan = prepared ? kernel_plan_build(prepared, i ? &gpu : &cpu, err, sizeof err) : NULL;
+    for (int k = 0; plan && k < plan->num_kernels; k++)
+      grouped |= i == 0 && graph_shape_equal(&graph_node(prepared, plan->kernels[k].root)->shape,
+                                             &SHAPE(8, 1, 24));
+    kernels[i] = plan ? plan->num_kernels : -1;
+    if (plan && kernels[i] != 3 - i)
+      kernel_plan_print(plan, stderr);
+    kernel_plan_free(plan);
+    graph_free(prepared);
+  }
+  if (!CG_CHECK(kernels[0] == 3) || !CG_CHECK(kernels[1] == 2) || !CG_CHECK(grouped))
+    fprintf(stderr, "column sums: expected 3 kernels on the CPU (one of [8, 1, 24]) and 2 on the "
+                    "GPU, got %d and %d\n", kernels[0], kernels[1]);
+  cg_check_graph("column sums in groups of rows", g, NULL);
+}
+
 /* A loop kernel's buffers are noalias parameters of its body, which the
  * inliner turns into alias scopes named after the body's arguments
  * (cpu_loop.c), so the output is known apart from the inputs. (The loop
@@ -537,6 +568,7 @@ int main(void) {
   in_place();
   noalias_buffers();
   recomputation();
+  column_sums();
   printing();
   return cg_finish("codegen_fusion");
 }

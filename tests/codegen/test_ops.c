@@ -272,6 +272,24 @@ static void reductions(void) {
   GraphId tz = graph_binary(g, GRAPH_OP_MUL, graph_unary(g, GRAPH_OP_TANH, w), z);
   graph_output(g, "block columns", graph_reduce(g, GRAPH_OP_REDUCE_SUM, tz, 1));
   cg_check_graph("long columns", g, NULL);
+
+  /* Column sums that the CPU's plan computes in groups of rows
+   * (kernel_column_sums.c): a layernorm gain's gradient, (x - mean) * dy
+   * over [4, 16] rows with the row's mean broadcast; a sum over two axes
+   * around one of length 1; and f64 (a graph of its own: the evaluator
+   * computes a graph in one precision). */
+  g = graph_new();
+  x = in(g, "x", GRAPH_F32, SHAPE(4, 16, 6));
+  GraphId dy = in(g, "dy", GRAPH_F32, SHAPE(4, 16, 6)), mean = in(g, "mean", GRAPH_F32, SHAPE(4, 16, 1));
+  GraphId centred = graph_binary(g, GRAPH_OP_SUB, x, graph_broadcast(g, mean, SHAPE(4, 16, 6)));
+  graph_output(g, "gain gradient",
+               graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_binary(g, GRAPH_OP_MUL, centred, dy), 3));
+  GraphId u = in(g, "u", GRAPH_F32, SHAPE(8, 1, 8, 5));
+  graph_output(g, "around a unit axis", graph_reduce(g, GRAPH_OP_REDUCE_SUM, u, 1 | 4));
+  cg_check_graph("column sums in groups of rows", g, NULL);
+  g = graph_new();
+  graph_output(g, "f64", graph_reduce(g, GRAPH_OP_REDUCE_SUM, in(g, "d", GRAPH_F64, SHAPE(96, 3)), 1));
+  cg_check_graph("column sums in groups of rows, f64", g, NULL);
 }
 
 static void movement(void) {
