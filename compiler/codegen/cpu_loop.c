@@ -27,7 +27,6 @@ typedef struct Emitter {
   CpuGen *gen;
   LLVMBuilderRef b;
   const Kernel *kernel;
-  int kernel_index;
   LLVMValueRef *args;    /* typed buffer pointers, per kernel argument */
   LLVMValueRef *hoisted; /* per hoisted reduction: its value in this row */
   Memo *memo;            /* values valid where the builder is now */
@@ -705,7 +704,9 @@ static bool rounds_to_bf16(const GraphNode *n) {
 static LLVMValueRef emit(Emitter *e, GraphId id, Index *at) {
   const KernelPlan *plan = e->gen->plan;
   KernelPlacement p = plan->placement[id];
-  if (p == KERNEL_LEAF || p == KERNEL_VIEW || (p == KERNEL_ROOT && id != e->kernel->root))
+  const Kernel *k = e->kernel;
+  if (p == KERNEL_LEAF || p == KERNEL_VIEW ||
+      (p == KERNEL_ROOT && id != k->root && id != k->also && id != k->also_q))
     return load_buffer(e, id, at);
   for (int i = 0; i < e->kernel->num_hoisted; i++)
     if (e->kernel->hoisted[i].node == id && e->hoisted[i])
@@ -947,9 +948,20 @@ static void emit_row_part(Emitter *e, const Index *row, int slot) {
   }
   if (axis >= 0)
     at.axis[axis] = offset;
-  LLVMValueRef v = emit(e, value, slot < 0 ? &at : &in);
-  LLVMTypeRef t = cpu_storage_type(gen, root->dtype);
-  cpu_store_value(gen, root->dtype, v, cpu_element(gen, t, e->args[0], linear_of(e, &at)));
+  /* A loop kernel's further outputs have the root's shape (kernel.c). All
+   * are computed before any is stored: an output may be written over an
+   * input that another reads at the same element (kernel_inplace.c). */
+  GraphId out[3] = {value};
+  LLVMValueRef v[3];
+  int count = slot < 0 ? kernel_outputs(k, out) : 1;
+  for (int o = 0; o < count; o++)
+    v[o] = emit(e, out[o], slot < 0 ? &at : &in);
+  LLVMValueRef linear = linear_of(e, &at);
+  for (int o = 0; o < count; o++) {
+    GraphDtype dtype = o == 0 ? root->dtype : node_of(e, out[o])->dtype;
+    cpu_store_value(gen, dtype, v[o],
+                    cpu_element(gen, cpu_storage_type(gen, dtype), e->args[o], linear));
+  }
   for (int d = shape->rank - 1; d >= k->outer_axes; d--)
     cpu_loop_end(gen, &inner[d]);
 }

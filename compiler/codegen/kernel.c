@@ -364,14 +364,12 @@ static int64_t evaluations(const KernelDraft *k, int root_rank, const KernelInde
 
 /* Inlines `id` into its consumers' kernel when that is legal and cheap;
  * returns false (and changes nothing) otherwise. */
-static bool try_inline(Planner *p, GraphId id) {
-  const GraphNode *n = graph_node(p->g, id);
-  int kernel = consumers_kernel(p, id);
-  if (kernel < 0 || p->draft[id].must_materialise)
-    return false;
-  KernelDraft *k = &p->kernels[kernel];
-  KernelIndexMap paths[MAX_PATHS];
-  int count = 0;
+/* The distinct indices at which kernel `kernel` (that of all consumers of
+ * `id`) reads `id`, into paths (MAX_PATHS); false when there are more. */
+static bool consumer_paths(const Planner *p, GraphId id, int kernel, KernelIndexMap *paths,
+                           int *count) {
+  const KernelDraft *k = &p->kernels[kernel];
+  *count = 0;
   for (int u = p->use_start[id]; u < p->use_start[id + 1]; u++) {
     GraphId c = p->use_node[u];
     const NodeDraft *dc = &p->draft[c];
@@ -379,10 +377,23 @@ static bool try_inline(Planner *p, GraphId id) {
       KernelIndexMap map;
       kernel_index_through(p->g, graph_node(p->g, c), p->use_slot[u], dc->first_var, k->extent,
                            &dc->paths[i], &map);
-      if (!add_path(paths, &count, &map))
+      if (!add_path(paths, count, &map))
         return false;
     }
   }
+  return true;
+}
+
+static bool try_inline(Planner *p, GraphId id) {
+  const GraphNode *n = graph_node(p->g, id);
+  int kernel = consumers_kernel(p, id);
+  if (kernel < 0 || p->draft[id].must_materialise)
+    return false;
+  KernelDraft *k = &p->kernels[kernel];
+  KernelIndexMap paths[MAX_PATHS];
+  int count;
+  if (!consumer_paths(p, id, kernel, paths, &count))
+    return false;
   if (kernel_op_cost(n->op) == KERNEL_COST_TRANSCENDENTAL &&
       evaluations(k, graph_node(p->g, k->root)->shape.rank, paths, count) >
           MAX_TRANSCENDENTAL_REPEATS * graph_shape_numel(&n->shape))
@@ -431,6 +442,51 @@ static void free_paths_after(Planner *p, GraphId id) {
   }
 }
 
+static bool is_update_value(const Graph *g, GraphId id) {
+  for (int i = 0; i < graph_num_updates(g); i++)
+    if (graph_update_at(g, i).value == id)
+      return true;
+  return false;
+}
+
+/* With KernelPlanOptions.merge_update_values: an update value that one
+ * loop kernel alone reads, at its own element, where the kernel's root has
+ * its shape (Adam's new moments, read by the parameter's update), is
+ * computed there and stored by that kernel as a further output (also, then
+ * also_q) instead of by a kernel of its own whose output is read back. */
+static bool store_alongside(Planner *p, GraphId id) {
+  const GraphNode *n = graph_node(p->g, id);
+  if (!p->options.merge_update_values || is_reduce(n->op) || n->op == GRAPH_OP_DOT ||
+      n->op == GRAPH_OP_SCATTER_ADD || kernel_op_is_attention(n->op) ||
+      p->draft[id].must_materialise || !is_update_value(p->g, id))
+    return false;
+  for (int i = 0; i < graph_num_outputs(p->g); i++)
+    if (graph_output_at(p->g, i).node == id)
+      return false;
+  int kernel = consumers_kernel(p, id);
+  if (kernel < 0)
+    return false;
+  KernelDraft *k = &p->kernels[kernel];
+  const GraphNode *root = graph_node(p->g, k->root);
+  KernelIndexMap paths[MAX_PATHS], own;
+  int count;
+  kernel_index_identity(&own, n->shape.rank);
+  if (k->also_q != GRAPH_NONE || is_reduce(root->op) ||
+      !graph_shape_equal(&root->shape, &n->shape) ||
+      !consumer_paths(p, id, kernel, paths, &count) || count != 1 ||
+      !kernel_index_equal(&paths[0], &own))
+    return false;
+  NodeDraft *draft = &p->draft[id];
+  if (!(draft->paths = malloc(sizeof *draft->paths)))
+    return false;
+  draft->paths[0] = own;
+  draft->num_paths = 1;
+  *(k->also == GRAPH_NONE ? &k->also : &k->also_q) = id;
+  p->plan->placement[id] = KERNEL_ROOT;
+  p->plan->kernel_of[id] = kernel;
+  return true;
+}
+
 static bool decide(Planner *p, GraphId id) {
   const GraphNode *n = graph_node(p->g, id);
   KernelPlan *plan = p->plan;
@@ -452,6 +508,10 @@ static bool decide(Planner *p, GraphId id) {
   }
   bool view_candidate = n->op == GRAPH_OP_RESHAPE && !p->forced[id];
   bool ok = true;
+  if (store_alongside(p, id)) {
+    schedule_free(p, id);
+    return true;
+  }
   if (n->op == GRAPH_OP_DOT || n->op == GRAPH_OP_SCATTER_ADD || kernel_op_is_attention(n->op) ||
       p->forced[id]) {
     ok = make_root(p, id);
@@ -615,7 +675,8 @@ static void planner_release(Planner *p) {
 }
 
 KernelPlanOptions kernel_plan_cpu_options(void) {
-  return (KernelPlanOptions){.merge_attention_backward_from = 16, .split_column_sums = true};
+  return (KernelPlanOptions){
+      .merge_attention_backward_from = 16, .split_column_sums = true, .merge_update_values = true};
 }
 
 Graph *kernel_prepare(const Graph *in, const KernelPlanOptions *options, GraphId *map, char *err,

@@ -83,12 +83,16 @@ typedef struct Kernel {
   int outer_axes; /* root axes [0, outer_axes) form the parallel range */
   int64_t rows;   /* length of that range */
   GraphId also;   /* written by this kernel too (args[1]), else GRAPH_NONE: an
-                   * attention's attention_lse of its q, k and mask, or an
-                   * attention_grad_k's attention_grad_v of its operands */
+                   * attention's attention_lse of its q, k and mask, an
+                   * attention_grad_k's attention_grad_v of its operands, or
+                   * with KernelPlanOptions.merge_update_values a loop
+                   * kernel's update value of the root's shape, computed at
+                   * each element */
   GraphId also_q; /* with KernelPlanOptions.merge_attention_backward_from, an
                    * attention_grad_k kernel's attention_grad_q of the same
                    * operands (args[2]), else GRAPH_NONE: its range is then
-                   * (batch, head), so that one thread sums each dq row */
+                   * (batch, head), so that one thread sums each dq row; or
+                   * a loop kernel's second update value, as also */
   int num_args;   /* buffers: the outputs (args[0] the root's, then also's and
                    * also_q's), then the inputs */
   int *args;
@@ -130,12 +134,17 @@ typedef struct KernelPlanOptions {
    * that each thread reads whole rows. For the CPU; the GPU's threads
    * share a long column instead (ptx_row.c). */
   bool split_column_sums;
+  /* An update value that one loop kernel alone reads at its own element
+   * (Adam's moments, read by the parameter's update) is stored by that
+   * kernel (Kernel.also, also_q) rather than by a kernel of its own: one
+   * pass over the gradient and the state instead of three. For the CPU. */
+  bool merge_update_values;
 } KernelPlanOptions;
 
 /* The CPU's: merged attention backward from 16 (batch, head) pairs, so
  * that up to 16 threads have whole pairs to share (a pair is the unit of
- * work; fewer pairs keep the kernels that split rows), and column sums
- * split. */
+ * work; fewer pairs keep the kernels that split rows), column sums split
+ * and update values merged. */
 KernelPlanOptions kernel_plan_cpu_options(void);
 
 /* The graph a backend plans: `in` (optimised) with its column sums split

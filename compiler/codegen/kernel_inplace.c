@@ -126,17 +126,24 @@ static bool reads_are_safe(InPlace *ip, int ki, int target) {
   return true;
 }
 
-/* The input buffer kernel `ki` may write over, or -1. */
-static int choose(InPlace *ip, int ki) {
+/* The input buffer that output `node` of kernel `ki` may be written over,
+ * or -1; `outputs` of the kernel's args are its outputs, and an input
+ * another output took (canonical, then, to an output) is not taken again. */
+static int choose(InPlace *ip, int ki, GraphId node, int outputs) {
   const KernelPlan *plan = ip->plan;
   const Kernel *k = &plan->kernels[ki];
   const GraphNode *root = graph_node(plan->graph, k->root);
-  int out = plan->buffer_of[k->root];
+  int out = plan->buffer_of[node];
   if (k->kind != KERNEL_LOOP || is_reduce(root->op) || ip->fixed[out])
     return -1;
   const KernelBuffer *ob = &plan->buffers[out];
-  for (int i = 1; i < k->num_args; i++) {
+  for (int i = outputs; i < k->num_args; i++) {
     int in = find(ip, k->args[i]);
+    bool taken = false;
+    for (int o = 0; o < outputs; o++)
+      taken |= ip->canonical[k->args[o]] == in;
+    if (taken)
+      continue;
     const KernelBuffer *ib = &plan->buffers[in];
     if (ib->bytes != ob->bytes || ib->storage != ob->storage || ip->last_reader[in] != ki)
       continue;
@@ -222,13 +229,17 @@ bool kernel_inplace_plan(KernelPlan *plan) {
   if (ok) {
     mark_fixed_and_readers(&ip);
     for (int ki = 0; ki < plan->num_kernels; ki++) {
-      int in = choose(&ip, ki);
-      if (in < 0)
-        continue;
-      int out = plan->buffer_of[plan->kernels[ki].root];
-      ip.canonical[out] = in;
-      if (ip.last_reader[out] > ip.last_reader[in])
-        ip.last_reader[in] = ip.last_reader[out];
+      GraphId outputs[3];
+      int count = kernel_outputs(&plan->kernels[ki], outputs);
+      for (int o = 0; o < count; o++) {
+        int in = choose(&ip, ki, outputs[o], count);
+        if (in < 0)
+          continue;
+        int out = plan->buffer_of[outputs[o]];
+        ip.canonical[out] = in;
+        if (ip.last_reader[out] > ip.last_reader[in])
+          ip.last_reader[in] = ip.last_reader[out];
+      }
     }
     ok = renumber(&ip);
   }

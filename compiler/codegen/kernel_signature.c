@@ -89,6 +89,10 @@ static void put_kernel(Bytes *b, const KernelPlan *plan, const Kernel *k) {
   put_i64(b, k->num_args);
   put_i64(b, k->also != GRAPH_NONE);
   put_i64(b, k->also_q != GRAPH_NONE);
+  /* A loop kernel's further outputs are among its nodes (an attention's
+   * are not: -1). */
+  put_i64(b, local_index(k, k->also));
+  put_i64(b, local_index(k, k->also_q));
   put_i64(b, k->num_hoisted);
   for (int i = 0; i < k->num_hoisted; i++) {
     put_i64(b, local_index(k, k->hoisted[i].node));

@@ -353,11 +353,14 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
   int failures_before = cg_failures;
   char err[512];
   GraphId *map = malloc(sizeof(GraphId) * (size_t)(graph_count(g) + 1));
-  /* The CPU's plan joins attention's backward kernels (here from one
+  /* The CPU's plan (with attention's backward kernels joined from one
    * (batch, head) pair, so that every attention case runs the merged
-   * kernel) and splits column sums; the GPU's does neither. */
-  KernelPlanOptions plan_options = {.merge_attention_backward_from = target() == TARGET_CPU,
-                                    .split_column_sums = target() == TARGET_CPU};
+   * kernel), or the GPU's. */
+  KernelPlanOptions plan_options = {0};
+  if (target() == TARGET_CPU) {
+    plan_options = kernel_plan_cpu_options();
+    plan_options.merge_attention_backward_from = 1;
+  }
   Graph *compiled = map ? kernel_prepare(g, &plan_options, map, err, sizeof err) : NULL;
   KernelPlan *plan = compiled ? kernel_plan_build(compiled, &plan_options, err, sizeof err) : NULL;
   Planned planned = {plan, map};

@@ -479,6 +479,72 @@ static void column_sums(void) {
   cg_check_graph("column sums in groups of rows", g, NULL);
 }
 
+/* Kernels of `g` planned for the CPU (kernel_prepare and the CPU's
+ * options); *root_of_m: whether some kernel's root is node m. */
+static int cpu_plan_kernels(const Graph *g, GraphId m, bool *root_of_m, bool *m_in_place,
+                            GraphId m_target) {
+  KernelPlanOptions cpu = kernel_plan_cpu_options();
+  char err[256];
+  GraphId *map = malloc(sizeof(GraphId) * (size_t)graph_count(g));
+  Graph *prepared = map ? kernel_prepare(g, &cpu, map, err, sizeof err) : NULL;
+  KernelPlan *plan = prepared ? kernel_plan_build(prepared, &cpu, err, sizeof err) : NULL;
+  int kernels = plan ? plan->num_kernels : -1;
+  *root_of_m = false;
+  for (int k = 0; plan && k < plan->num_kernels; k++)
+    *root_of_m |= plan->kernels[k].root == map[m];
+  *m_in_place = plan && plan->buffer_of[map[m]] == plan->buffer_of[map[m_target]];
+  if (!plan)
+    fprintf(stderr, "planning: %s\n", err);
+  kernel_plan_free(plan);
+  graph_free(prepared);
+  free(map);
+  return kernels;
+}
+
+/* Adam's step, p' = p - lr m' / (sqrt(v') + eps) with m' = b1 m + (1 - b1) g
+ * and v' = b2 v + (1 - b2) g g: on the CPU m' and v' are stored by the
+ * kernel that writes p' (Kernel.also, also_q), each over its own state,
+ * one pass instead of three; m' also read by another kernel keeps its own. */
+static void adam_update(void) {
+  for (int shared = 0; shared < 2; shared++) {
+    Graph *g = graph_new();
+    GraphShape s = SHAPE(6, 37);
+    GraphId p = graph_param(g, "p", GRAPH_F32, s), m = graph_state(g, "m", GRAPH_F32, s);
+    GraphId v = graph_state(g, "v", GRAPH_F32, s), grad = graph_input(g, "grad", GRAPH_F32, s);
+    GraphId m1 = graph_binary(g, GRAPH_OP_ADD,
+                              graph_binary(g, GRAPH_OP_MUL, graph_splat(g, GRAPH_F32, s, 0.9), m),
+                              graph_binary(g, GRAPH_OP_MUL, graph_splat(g, GRAPH_F32, s, 0.1), grad));
+    GraphId g2 = graph_binary(g, GRAPH_OP_MUL, grad, grad);
+    GraphId v1 = graph_binary(g, GRAPH_OP_ADD,
+                              graph_binary(g, GRAPH_OP_MUL, graph_splat(g, GRAPH_F32, s, 0.999), v),
+                              graph_binary(g, GRAPH_OP_MUL, graph_splat(g, GRAPH_F32, s, 0.001), g2));
+    GraphId denom = graph_binary(g, GRAPH_OP_ADD, graph_unary(g, GRAPH_OP_SQRT, v1),
+                                 graph_splat(g, GRAPH_F32, s, 1e-3));
+    GraphId step = graph_binary(g, GRAPH_OP_DIV,
+                                graph_binary(g, GRAPH_OP_MUL, graph_splat(g, GRAPH_F32, s, 0.01), m1),
+                                denom);
+    GraphId p1 = graph_binary(g, GRAPH_OP_SUB, p, step);
+    graph_output(g, "loss", graph_reduce(g, GRAPH_OP_REDUCE_SUM,
+                                         graph_binary(g, GRAPH_OP_MUL, p, grad), 3));
+    if (shared)
+      graph_output(g, "m' sum", graph_reduce(g, GRAPH_OP_REDUCE_SUM, m1, 3));
+    graph_update(g, p, p1);
+    graph_update(g, m, m1);
+    graph_update(g, v, v1);
+    bool own_kernel, in_place;
+    int kernels = cpu_plan_kernels(g, m1, &own_kernel, &in_place, m);
+    /* the loss, the update; shared: m' and its sum too */
+    int expected = shared ? 4 : 2;
+    if (!CG_CHECK(kernels == expected) || !CG_CHECK(own_kernel == (shared != 0)) ||
+        !CG_CHECK(in_place))
+      fprintf(stderr, "adam (m' read %s): expected %d kernels, m' %s, over m; got %d, %s, %s\n",
+              shared ? "twice" : "once", expected, shared ? "a root" : "stored alongside",
+              kernels, own_kernel ? "a root" : "alongside", in_place ? "over m" : "elsewhere");
+    cg_check_graph(shared ? "adam: m' read by two kernels has its own" : "adam: one kernel", g,
+                   NULL);
+  }
+}
+
 /* A loop kernel's buffers are noalias parameters of its body, which the
  * inliner turns into alias scopes named after the body's arguments
  * (cpu_loop.c), so the output is known apart from the inputs. (The loop
@@ -569,6 +635,7 @@ int main(void) {
   noalias_buffers();
   recomputation();
   column_sums();
+  adam_update();
   printing();
   return cg_finish("codegen_fusion");
 }
