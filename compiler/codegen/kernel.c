@@ -362,8 +362,6 @@ static int64_t evaluations(const KernelDraft *k, int root_rank, const KernelInde
   return total;
 }
 
-/* Inlines `id` into its consumers' kernel when that is legal and cheap;
- * returns false (and changes nothing) otherwise. */
 /* The distinct indices at which kernel `kernel` (that of all consumers of
  * `id`) reads `id`, into paths (MAX_PATHS); false when there are more. */
 static bool consumer_paths(const Planner *p, GraphId id, int kernel, KernelIndexMap *paths,
@@ -384,6 +382,8 @@ static bool consumer_paths(const Planner *p, GraphId id, int kernel, KernelIndex
   return true;
 }
 
+/* Inlines `id` into its consumers' kernel when that is legal and cheap;
+ * returns false (and changes nothing) otherwise. */
 static bool try_inline(Planner *p, GraphId id) {
   const GraphNode *n = graph_node(p->g, id);
   int kernel = consumers_kernel(p, id);
