@@ -3,19 +3,19 @@
  * column reduction: each thread takes a stretch of the N columns and reads
  * it from every row, a short run and a jump per row (0.14 ms for 4 MiB of
  * [2048, 256] rows in gpt-small, 30 GB/s, where a pass over whole rows
- * moves 100). Here the R rows are dealt into P groups, row r to group
- * r mod P, summed per group (a column reduction of [R / P, P, N] over its
- * first axis, whose rows are P * N long and contiguous, so each thread reads
- * long runs) and the P group sums are summed (a column reduction of P
- * short rows). Each output element is still summed in a fixed order, the
- * same for any number of threads. The GPU plan keeps the one reduction. */
+ * moves 100). Here the R rows are split into G groups of consecutive rows,
+ * each summed ([G, R / G, N] over its rows: one kernel whose threads take
+ * whole groups, so each reads whole rows, the ones it wrote in the kernel
+ * before), and then the G group sums (a column reduction of G short rows).
+ * Each output element is summed in a fixed order, the same for any number
+ * of threads. The GPU plan keeps the one reduction. */
 #include "kernel.h"
 
 #include <stdlib.h>
 
 #include "rewrite.h"
 
-/* The group sums, P * N elements, stay in the L1 cache of the threads that
+/* The group sums, G * N elements, stay in the L1 cache of the threads that
  * sum them (64 KiB in all), and a group has at least MIN_GROUP_ROWS rows. */
 #define PARTIAL_ELEMENTS 16384
 #define MIN_GROUP_ROWS 8

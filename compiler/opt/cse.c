@@ -54,7 +54,8 @@ static bool same_node(const Graph *out, GraphId candidate, GraphOp op, const Gra
 }
 
 /* group NULL: every mergeable node in one group. */
-static Graph *cse(const Graph *in, const int *group, GraphId *map, char *err, size_t err_size) {
+Graph *pass_cse_within(const Graph *in, const int *group, GraphId *map, char *err,
+                       size_t err_size) {
   int n = graph_count(in);
   size_t capacity = 16;
   while (capacity < 2 * (size_t)n) capacity *= 2;
@@ -95,10 +96,5 @@ static Graph *cse(const Graph *in, const int *group, GraphId *map, char *err, si
 }
 
 Graph *pass_cse(const Graph *in, char *err, size_t err_size) {
-  return cse(in, NULL, NULL, err, err_size);
-}
-
-Graph *pass_cse_within(const Graph *in, const int *group, GraphId *map, char *err,
-                       size_t err_size) {
-  return cse(in, group, map, err, err_size);
+  return pass_cse_within(in, NULL, NULL, err, err_size);
 }

@@ -21,8 +21,9 @@ Graph *pass_simplify(const Graph *in, char *err, size_t err_size);
 /* Merges structurally equal nodes (same op, attributes and inputs). */
 Graph *pass_cse(const Graph *in, char *err, size_t err_size);
 /* The same, merging only nodes of equal group[id] (one entry per node of
- * `in`; PASS_CSE_NO_GROUP: never merged): kernel_recompute's merge of the
- * copies that two rounds put in one kernel. `map` as for pass_attention. */
+ * `in`, or NULL: one group; PASS_CSE_NO_GROUP: never merged):
+ * kernel_recompute's merge of the copies that two rounds put in one
+ * kernel. `map` as for pass_attention. */
 #define PASS_CSE_NO_GROUP (-1)
 Graph *pass_cse_within(const Graph *in, const int *group, GraphId *map, char *err,
                        size_t err_size);
