@@ -442,13 +442,6 @@ static void free_paths_after(Planner *p, GraphId id) {
   }
 }
 
-static bool is_update_value(const Graph *g, GraphId id) {
-  for (int i = 0; i < graph_num_updates(g); i++)
-    if (graph_update_at(g, i).value == id)
-      return true;
-  return false;
-}
-
 /* With KernelPlanOptions.merge_update_values: an update value that one
  * loop kernel alone reads, at its own element, where the kernel's root has
  * its shape (Adam's new moments, read by the parameter's update), is
@@ -458,11 +451,9 @@ static bool store_alongside(Planner *p, GraphId id) {
   const GraphNode *n = graph_node(p->g, id);
   if (!p->options.merge_update_values || is_reduce(n->op) || n->op == GRAPH_OP_DOT ||
       n->op == GRAPH_OP_SCATTER_ADD || kernel_op_is_attention(n->op) ||
-      p->draft[id].must_materialise || !is_update_value(p->g, id))
+      p->draft[id].must_materialise || !graph_is_update_value(p->g, id) ||
+      graph_is_output(p->g, id))
     return false;
-  for (int i = 0; i < graph_num_outputs(p->g); i++)
-    if (graph_output_at(p->g, i).node == id)
-      return false;
   int kernel = consumers_kernel(p, id);
   if (kernel < 0)
     return false;

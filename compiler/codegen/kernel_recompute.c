@@ -123,16 +123,6 @@ static bool copying_pays(const KernelPlan *plan, int ki, const Choice *c) {
   return copied <= inputs + out * (1 + c->num_copies);
 }
 
-static bool is_interface_value(const Graph *g, GraphId id) {
-  for (int i = 0; i < graph_num_outputs(g); i++)
-    if (graph_output_at(g, i).node == id)
-      return true;
-  for (int i = 0; i < graph_num_updates(g); i++)
-    if (graph_update_at(g, i).value == id)
-      return true;
-  return false;
-}
-
 static bool is_hoisted(const Kernel *k, GraphId id) {
   for (int h = 0; h < k->num_hoisted; h++)
     if (k->hoisted[h].node == id)
@@ -190,8 +180,8 @@ static bool expands(const KernelPlan *plan, const Kernel *k) {
 
 static bool worth_copying(const KernelPlan *plan, int ki, Choice *c, bool *copied) {
   const Kernel *k = &plan->kernels[ki];
-  if (k->kind != KERNEL_LOOP || is_interface_value(plan->graph, k->root) ||
-      !copied_part(plan, k, copied))
+  if (k->kind != KERNEL_LOOP || graph_is_output(plan->graph, k->root) ||
+      graph_is_update_value(plan->graph, k->root) || !copied_part(plan, k, copied))
     return false;
   int cost = 0;
   for (int i = 0; i < k->num_nodes; i++)

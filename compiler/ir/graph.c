@@ -151,6 +151,18 @@ GraphOutput graph_output_at(const Graph *g, int i) { return g->outputs[i]; }
 int graph_num_updates(const Graph *g) { return g->num_updates; }
 GraphUpdate graph_update_at(const Graph *g, int i) { return g->updates[i]; }
 
+bool graph_is_output(const Graph *g, GraphId id) {
+  for (int i = 0; i < graph_num_outputs(g); i++)
+    if (graph_output_at(g, i).node == id) return true;
+  return false;
+}
+
+bool graph_is_update_value(const Graph *g, GraphId id) {
+  for (int i = 0; i < graph_num_updates(g); i++)
+    if (graph_update_at(g, i).value == id) return true;
+  return false;
+}
+
 static GraphId find_in(const Graph *g, const IdList *list, const char *name) {
   for (int i = 0; i < list->count; i++)
     if (strcmp(g->nodes[list->items[i]].attrs.name, name) == 0) return list->items[i];

@@ -109,6 +109,9 @@ int graph_num_outputs(const Graph *g);
 GraphOutput graph_output_at(const Graph *g, int i);
 int graph_num_updates(const Graph *g);
 GraphUpdate graph_update_at(const Graph *g, int i);
+/* Whether `id` is the node of some output; the value of some update. */
+bool graph_is_output(const Graph *g, GraphId id);
+bool graph_is_update_value(const Graph *g, GraphId id);
 /* Input, param or state node with this name, or GRAPH_NONE. */
 GraphId graph_find_leaf(const Graph *g, const char *name);
 /* Node of the output with this name, or GRAPH_NONE. */
