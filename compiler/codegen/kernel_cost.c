@@ -73,8 +73,10 @@ int64_t kernel_flops(const KernelPlan *plan, int kernel) {
   int64_t flops = 0;
   for (int i = 0; i < k->num_nodes; i++)
     flops += node_flops(plan->graph, graph_node(plan->graph, k->nodes[i]));
-  GraphId out[3]; /* an attention kernel's other outputs */
-  for (int o = 1, count = kernel_outputs(k, out); o < count; o++)
+  /* An attention kernel's other outputs are not among its nodes (a loop
+   * kernel's are, and are counted above). */
+  GraphId out[3];
+  for (int o = 1, count = kernel_outputs(k, out); k->kind == KERNEL_ATTENTION && o < count; o++)
     flops += node_flops(plan->graph, graph_node(plan->graph, out[o]));
   return flops;
 }

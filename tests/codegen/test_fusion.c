@@ -501,6 +501,22 @@ static int cpu_plan_kernels(const Graph *g, GraphId m, bool *root_of_m, bool *m_
   return kernels;
 }
 
+/* The nominal FLOPs of `g`'s CPU plan, with or without update values
+ * merged into their readers: the same nodes, the same count. */
+static int64_t cpu_plan_flops(const Graph *g, bool merge_update_values) {
+  KernelPlanOptions cpu = kernel_plan_cpu_options();
+  cpu.merge_update_values = merge_update_values;
+  char err[256];
+  Graph *prepared = kernel_prepare(g, &cpu, NULL, err, sizeof err);
+  KernelPlan *plan = prepared ? kernel_plan_build(prepared, &cpu, err, sizeof err) : NULL;
+  int64_t flops = plan ? 0 : -1;
+  for (int k = 0; plan && k < plan->num_kernels; k++)
+    flops += kernel_flops(plan, k);
+  kernel_plan_free(plan);
+  graph_free(prepared);
+  return flops;
+}
+
 /* Adam's step, p' = p - lr m' / (sqrt(v') + eps) with m' = b1 m + (1 - b1) g
  * and v' = b2 v + (1 - b2) g g: on the CPU m' and v' are stored by the
  * kernel that writes p' (Kernel.also, also_q), each over its own state,
@@ -540,6 +556,10 @@ static void adam_update(void) {
       fprintf(stderr, "adam (m' read %s): expected %d kernels, m' %s, over m; got %d, %s, %s\n",
               shared ? "twice" : "once", expected, shared ? "a root" : "stored alongside",
               kernels, own_kernel ? "a root" : "alongside", in_place ? "over m" : "elsewhere");
+    int64_t merged = cpu_plan_flops(g, true), apart = cpu_plan_flops(g, false);
+    if (!CG_CHECK(merged == apart && merged > 0))
+      fprintf(stderr, "adam: %lld FLOPs with m' and v' merged, %lld apart\n", (long long)merged,
+              (long long)apart);
     cg_check_graph(shared ? "adam: m' read by two kernels has its own" : "adam: one kernel", g,
                    NULL);
   }
