@@ -462,7 +462,8 @@ static bool store_alongside(Planner *p, GraphId id) {
   KernelIndexMap paths[MAX_PATHS], own;
   int count;
   kernel_index_identity(&own, n->shape.rank);
-  if (k->also_q != GRAPH_NONE || is_reduce(root->op) ||
+  /* (A concat root stores each input's part in loops of its own, cpu_loop.c.) */
+  if (k->also_q != GRAPH_NONE || is_reduce(root->op) || root->op == GRAPH_OP_CONCAT ||
       !graph_shape_equal(&root->shape, &n->shape) ||
       !consumer_paths(p, id, kernel, paths, &count) || count != 1 ||
       !kernel_index_equal(&paths[0], &own))

@@ -90,8 +90,12 @@ static bool reads_are_safe(InPlace *ip, int ki, int target) {
   int num_vars = rank;
   for (int i = 0; i < k->num_nodes; i++)
     ip->reads[k->nodes[i]].num_paths = 0;
-  kernel_index_identity(&ip->reads[k->root].paths[0], rank);
-  ip->reads[k->root].num_paths = 1;
+  /* Every output is computed at each element (kernel.c). */
+  GraphId out[3];
+  for (int o = 0, count = kernel_outputs(k, out); o < count; o++) {
+    kernel_index_identity(&ip->reads[out[o]].paths[0], rank);
+    ip->reads[out[o]].num_paths = 1;
+  }
   /* Consumers first, allocating reduction vars in the planner's order. */
   for (int i = k->num_nodes - 1; i >= 0; i--) {
     const GraphNode *n = graph_node(g, k->nodes[i]);
@@ -108,7 +112,9 @@ static bool reads_are_safe(InPlace *ip, int ki, int target) {
     }
     for (int s = 0; s < n->num_inputs; s++) {
       GraphId x = n->inputs[s];
-      bool inlined = plan->kernel_of[x] == ki && plan->placement[x] == KERNEL_INLINED;
+      /* computed here: inlined, or a further output */
+      bool inlined = plan->kernel_of[x] == ki && (plan->placement[x] == KERNEL_INLINED ||
+                                                  plan->placement[x] == KERNEL_ROOT);
       bool reads_target = plan->buffer_of[x] >= 0 && find(ip, plan->buffer_of[x]) == target;
       if (!inlined && !reads_target)
         continue;

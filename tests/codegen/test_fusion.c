@@ -565,6 +565,29 @@ static void adam_update(void) {
   }
 }
 
+/* An update value stored alongside its parameter's update (m' with p')
+ * that reads the parameter at another element: p' must not be written
+ * over p, or rows of m' computed later would read updated parameters. */
+static void update_reading_across(void) {
+  Graph *g = graph_new();
+  GraphShape s = SHAPE(8, 8);
+  GraphId p = graph_param(g, "p", GRAPH_F32, s), m = graph_state(g, "m", GRAPH_F32, s);
+  GraphId grad = graph_input(g, "grad", GRAPH_F32, s);
+  GraphId m1 = graph_binary(
+      g, GRAPH_OP_ADD, graph_binary(g, GRAPH_OP_MUL, graph_splat(g, GRAPH_F32, s, 0.9), m),
+      graph_binary(g, GRAPH_OP_ADD, grad, graph_permute(g, p, (int[]){1, 0})));
+  GraphId p1 = graph_binary(g, GRAPH_OP_SUB, p,
+                            graph_binary(g, GRAPH_OP_MUL, graph_splat(g, GRAPH_F32, s, 0.1), m1));
+  graph_output(g, "loss", graph_reduce(g, GRAPH_OP_REDUCE_SUM, grad, 3));
+  graph_update(g, p, p1);
+  graph_update(g, m, m1);
+  bool own_kernel, in_place;
+  cpu_plan_kernels(g, p1, &own_kernel, &in_place, p);
+  if (!CG_CHECK(!in_place))
+    fprintf(stderr, "p' = p - 0.1 m' with m' reading p transposed: written over p\n");
+  cg_check_graph("an update value reading its parameter transposed", g, NULL);
+}
+
 /* A loop kernel's buffers are noalias parameters of its body, which the
  * inliner turns into alias scopes named after the body's arguments
  * (cpu_loop.c), so the output is known apart from the inputs. (The loop
@@ -656,6 +679,7 @@ int main(void) {
   recomputation();
   column_sums();
   adam_update();
+  update_reading_across();
   printing();
   return cg_finish("codegen_fusion");
 }
