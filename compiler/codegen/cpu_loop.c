@@ -750,7 +750,24 @@ static void hoist_reductions(Emitter *e, const Index *row) {
                              : emit_reduction(e, h->node, &at);
     if (rounds_to_bf16(node_of(e, h->node)))
       e->hoisted[i] = cpu_bf16_round(e->gen, e->hoisted[i]);
+    /* A row statistic the kernel stores (KernelPlanOptions.
+     * store_row_statistics): one element a row, at the row's own index. */
+    GraphId out[3];
+    for (int o = 1, count = kernel_outputs(e->kernel, out); o < count; o++)
+      if (out[o] == h->node) {
+        GraphDtype dtype = node_of(e, h->node)->dtype;
+        cpu_store_value(e->gen, dtype, e->hoisted[i],
+                        cpu_element(e->gen, cpu_storage_type(e->gen, dtype), e->args[o],
+                                    linear_of(e, &at)));
+      }
   }
+}
+
+static bool is_hoisted(const Kernel *k, GraphId id) {
+  for (int i = 0; i < k->num_hoisted; i++)
+    if (k->hoisted[i].node == id)
+      return true;
+  return false;
 }
 
 /* A root reduction over leading axes, such as a bias's gradient (a sum
@@ -948,19 +965,21 @@ static void emit_row_part(Emitter *e, const Index *row, int slot) {
   }
   if (axis >= 0)
     at.axis[axis] = offset;
-  /* A loop kernel's further outputs have the root's shape (kernel.c). All
-   * are computed before any is stored: an output may be written over an
-   * input that another reads at the same element (kernel_inplace.c). */
+  /* A loop kernel's further outputs other than its hoisted reductions
+   * (stored by hoist_reductions) have the root's shape (kernel.c). All are
+   * computed before any is stored: an output may be written over an input
+   * that another reads at the same element (kernel_inplace.c). */
   GraphId out[3] = {value};
   LLVMValueRef v[3];
   int count = slot < 0 ? kernel_outputs(k, out) : 1;
   for (int o = 0; o < count; o++)
-    v[o] = emit(e, out[o], slot < 0 ? &at : &in);
+    v[o] = is_hoisted(k, out[o]) ? NULL : emit(e, out[o], slot < 0 ? &at : &in);
   LLVMValueRef linear = linear_of(e, &at);
   for (int o = 0; o < count; o++) {
     GraphDtype dtype = o == 0 ? root->dtype : node_of(e, out[o])->dtype;
-    cpu_store_value(gen, dtype, v[o],
-                    cpu_element(gen, cpu_storage_type(gen, dtype), e->args[o], linear));
+    if (v[o])
+      cpu_store_value(gen, dtype, v[o],
+                      cpu_element(gen, cpu_storage_type(gen, dtype), e->args[o], linear));
   }
   for (int d = shape->rank - 1; d >= k->outer_axes; d--)
     cpu_loop_end(gen, &inner[d]);

@@ -362,14 +362,16 @@ static int64_t evaluations(const KernelDraft *k, int root_rank, const KernelInde
   return total;
 }
 
-/* The distinct indices at which kernel `kernel` (that of all consumers of
- * `id`) reads `id`, into paths (MAX_PATHS); false when there are more. */
+/* The distinct indices at which the consumers of `id` in kernel `kernel`
+ * read it, into paths (MAX_PATHS); false when there are more. */
 static bool consumer_paths(const Planner *p, GraphId id, int kernel, KernelIndexMap *paths,
                            int *count) {
   const KernelDraft *k = &p->kernels[kernel];
   *count = 0;
   for (int u = p->use_start[id]; u < p->use_start[id + 1]; u++) {
     GraphId c = p->use_node[u];
+    if (p->plan->kernel_of[c] != kernel)
+      continue;
     const NodeDraft *dc = &p->draft[c];
     for (int i = 0; i < dc->num_paths; i++) {
       KernelIndexMap map;
@@ -379,6 +381,30 @@ static bool consumer_paths(const Planner *p, GraphId id, int kernel, KernelIndex
         return false;
     }
   }
+  return true;
+}
+
+/* Puts `id` in kernel `kernel`, read there at `paths`: a reduction is
+ * hoisted (computed once per row, read at paths[0]). */
+static bool place_in(Planner *p, GraphId id, int kernel, const KernelIndexMap *paths, int count,
+                     KernelPlacement placement) {
+  NodeDraft *draft = &p->draft[id];
+  if (is_reduce(graph_node(p->g, id)->op)) {
+    if (!(draft->hoisted_at = malloc(sizeof *draft->hoisted_at)))
+      return false;
+    if (!allocate_reduce_vars(p, &p->kernels[kernel], id)) {
+      free(draft->hoisted_at);
+      draft->hoisted_at = NULL;
+      return false;
+    }
+    *draft->hoisted_at = paths[0];
+  }
+  if (!(draft->paths = malloc(sizeof *draft->paths * (size_t)count)))
+    return false;
+  memcpy(draft->paths, paths, sizeof *paths * (size_t)count);
+  draft->num_paths = count;
+  p->plan->placement[id] = placement;
+  p->plan->kernel_of[id] = kernel;
   return true;
 }
 
@@ -398,26 +424,9 @@ static bool try_inline(Planner *p, GraphId id) {
       evaluations(k, graph_node(p->g, k->root)->shape.rank, paths, count) >
           MAX_TRANSCENDENTAL_REPEATS * graph_shape_numel(&n->shape))
     return false;
-  NodeDraft *draft = &p->draft[id];
-  if (is_reduce(n->op)) {
-    if (count != 1 || !kernel_index_outer_only(&paths[0], k->outer_axes))
-      return false;
-    if (!(draft->hoisted_at = malloc(sizeof *draft->hoisted_at)))
-      return false;
-    if (!allocate_reduce_vars(p, k, id)) {
-      free(draft->hoisted_at);
-      draft->hoisted_at = NULL;
-      return false;
-    }
-    *draft->hoisted_at = paths[0];
-  }
-  if (!(draft->paths = malloc(sizeof *draft->paths * (size_t)count)))
+  if (is_reduce(n->op) && (count != 1 || !kernel_index_outer_only(&paths[0], k->outer_axes)))
     return false;
-  memcpy(draft->paths, paths, sizeof *paths * (size_t)count);
-  draft->num_paths = count;
-  p->plan->placement[id] = KERNEL_INLINED;
-  p->plan->kernel_of[id] = kernel;
-  return true;
+  return place_in(p, id, kernel, paths, count, KERNEL_INLINED);
 }
 
 /* A node's paths are needed until its inputs are decided; hang it on the
@@ -466,16 +475,75 @@ static bool store_alongside(Planner *p, GraphId id) {
   if (k->also_q != GRAPH_NONE || is_reduce(root->op) || root->op == GRAPH_OP_CONCAT ||
       !graph_shape_equal(&root->shape, &n->shape) ||
       !consumer_paths(p, id, kernel, paths, &count) || count != 1 ||
-      !kernel_index_equal(&paths[0], &own))
+      !kernel_index_equal(&paths[0], &own) || !place_in(p, id, kernel, &own, 1, KERNEL_ROOT))
     return false;
-  NodeDraft *draft = &p->draft[id];
-  if (!(draft->paths = malloc(sizeof *draft->paths)))
-    return false;
-  draft->paths[0] = own;
-  draft->num_paths = 1;
   *(k->also == GRAPH_NONE ? &k->also : &k->also_q) = id;
-  p->plan->placement[id] = KERNEL_ROOT;
-  p->plan->kernel_of[id] = kernel;
+  return true;
+}
+
+/* Whether reading a reduction of `shape` at `path` in kernel k reads each
+ * of its elements in exactly one row of k: each axis longer than 1 is an
+ * outer var of k of its length, a different one each, and the reduction
+ * has as many elements as k has rows. */
+static bool one_element_a_row(const KernelDraft *k, const KernelIndexMap *path,
+                              const GraphShape *shape) {
+  int64_t rows = 1;
+  for (int v = 0; v < k->outer_axes; v++)
+    rows *= k->extent[v];
+  if (graph_shape_numel(shape) != rows)
+    return false;
+  uint32_t used = 0;
+  for (int d = 0; d < shape->rank; d++) {
+    if (shape->dims[d] == 1)
+      continue;
+    const KernelIndexAxis *a = &path->axis[d];
+    int var = -1;
+    for (int v = 0; a->affine && v < KERNEL_MAX_VARS; v++)
+      if (a->value.coef[v] != 0) {
+        if (var >= 0 || a->value.coef[v] != 1)
+          return false;
+        var = v;
+      }
+    if (var < 0 || var >= k->outer_axes || a->value.constant != 0 ||
+        k->extent[var] != shape->dims[d] || (used & (1u << var)))
+      return false;
+    used |= 1u << var;
+  }
+  return true;
+}
+
+/* With KernelPlanOptions.store_row_statistics: a row reduction read by
+ * several kernels (a cross-entropy's row max and sum of exponentials, read
+ * by the loss and by its gradient; a layernorm's variance, read by the
+ * normalisation and by the backward) is hoisted into the one of them that
+ * runs first, when that is a loop kernel computing one of its elements a
+ * row, and stored there as a further output (also, then also_q); the
+ * others read it. No kernel of its own reads the row again. */
+static bool store_row_statistic(Planner *p, GraphId id) {
+  const GraphNode *n = graph_node(p->g, id);
+  if (!p->options.store_row_statistics || !is_reduce(n->op) || p->draft[id].must_materialise ||
+      graph_is_output(p->g, id) || graph_is_update_value(p->g, id))
+    return false;
+  int kernel = -1; /* drafts are made consumers first: the last runs first */
+  for (int u = p->use_start[id]; u < p->use_start[id + 1]; u++) {
+    GraphId c = p->use_node[u];
+    KernelPlacement pc = p->plan->placement[c];
+    if (pc != KERNEL_INLINED && pc != KERNEL_ROOT)
+      return false;
+    if (p->plan->kernel_of[c] > kernel)
+      kernel = p->plan->kernel_of[c];
+  }
+  if (kernel < 0 || p->kernels[kernel].kind != KERNEL_LOOP ||
+      p->kernels[kernel].also_q != GRAPH_NONE)
+    return false;
+  KernelDraft *k = &p->kernels[kernel];
+  KernelIndexMap paths[MAX_PATHS];
+  int count;
+  if (!consumer_paths(p, id, kernel, paths, &count) || count != 1 ||
+      !one_element_a_row(k, &paths[0], &n->shape) ||
+      !place_in(p, id, kernel, paths, 1, KERNEL_ROOT))
+    return false;
+  *(k->also == GRAPH_NONE ? &k->also : &k->also_q) = id;
   return true;
 }
 
@@ -507,7 +575,7 @@ static bool decide(Planner *p, GraphId id) {
   if (n->op == GRAPH_OP_DOT || n->op == GRAPH_OP_SCATTER_ADD || kernel_op_is_attention(n->op) ||
       p->forced[id]) {
     ok = make_root(p, id);
-  } else if (!p->draft[id].must_materialise && try_inline(p, id)) {
+  } else if (!p->draft[id].must_materialise && (try_inline(p, id) || store_row_statistic(p, id))) {
     schedule_free(p, id);
     return true;
   } else if (view_candidate) {
@@ -560,7 +628,7 @@ static bool list_kernels(Planner *p) {
     if (ki < 0 || p->by_attention[id])
       continue;
     plan->kernels[ki].num_nodes++;
-    if (plan->placement[id] == KERNEL_INLINED && p->draft[id].hoisted_at)
+    if (p->draft[id].hoisted_at)
       plan->kernels[ki].num_hoisted++;
   }
   for (int ki = 0; ki < num; ki++) {
@@ -578,7 +646,7 @@ static bool list_kernels(Planner *p) {
     Kernel *k = &plan->kernels[ki];
     k->nodes[k->num_nodes++] = id;
     const KernelIndexMap *at = p->draft[id].hoisted_at;
-    if (plan->placement[id] != KERNEL_INLINED || !at)
+    if (!at)
       continue;
     KernelHoisted *h = &k->hoisted[k->num_hoisted++];
     memset(h, 0, sizeof *h); /* the signature reads every axis */
@@ -668,7 +736,10 @@ static void planner_release(Planner *p) {
 
 KernelPlanOptions kernel_plan_cpu_options(void) {
   return (KernelPlanOptions){
-      .merge_attention_backward_from = 16, .split_column_sums = true, .merge_update_values = true};
+      .merge_attention_backward_from = 16,
+      .split_column_sums = true,
+      .merge_update_values = true,
+      .store_row_statistics = true};
 }
 
 Graph *kernel_prepare(const Graph *in, const KernelPlanOptions *options, GraphId *map, char *err,

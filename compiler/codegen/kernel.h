@@ -87,7 +87,8 @@ typedef struct Kernel {
                    * attention_grad_k's attention_grad_v of its operands, or
                    * with KernelPlanOptions.merge_update_values a loop
                    * kernel's update value of the root's shape, computed at
-                   * each element */
+                   * each element, or with store_row_statistics one of its
+                   * hoisted reductions, stored once a row */
   GraphId also_q; /* with KernelPlanOptions.merge_attention_backward_from, an
                    * attention_grad_k kernel's attention_grad_q of the same
                    * operands (args[2]), else GRAPH_NONE: its range is then
@@ -139,12 +140,19 @@ typedef struct KernelPlanOptions {
    * kernel (Kernel.also, also_q) rather than by a kernel of its own: one
    * pass over the gradient and the state instead of three. For the CPU. */
   bool merge_update_values;
+  /* A row reduction that several kernels read (a cross-entropy's max and
+   * sum of exponentials, a layernorm's variance) is computed by the first
+   * of them among its hoisted reductions and stored from there
+   * (Kernel.also, also_q), one element a row, rather than by a kernel of
+   * its own that reads the rows once more. For the CPU; the GPU's split
+   * rows do not store hoisted values. */
+  bool store_row_statistics;
 } KernelPlanOptions;
 
 /* The CPU's: merged attention backward from 16 (batch, head) pairs, so
  * that up to 16 threads have whole pairs to share (a pair is the unit of
- * work; fewer pairs keep the kernels that split rows), column sums split
- * and update values merged. */
+ * work; fewer pairs keep the kernels that split rows), column sums split,
+ * update values merged and row statistics stored where computed. */
 KernelPlanOptions kernel_plan_cpu_options(void);
 
 /* The graph a backend plans: `in` (optimised) with its column sums split

@@ -90,12 +90,14 @@ static bool reads_are_safe(InPlace *ip, int ki, int target) {
   int num_vars = rank;
   for (int i = 0; i < k->num_nodes; i++)
     ip->reads[k->nodes[i]].num_paths = 0;
-  /* Every output is computed at each element (kernel.c). */
+  /* The outputs computed at each element (not the hoisted row statistics,
+   * read where their consumers in the kernel read them). */
   GraphId out[3];
-  for (int o = 0, count = kernel_outputs(k, out); o < count; o++) {
-    kernel_index_identity(&ip->reads[out[o]].paths[0], rank);
-    ip->reads[out[o]].num_paths = 1;
-  }
+  for (int o = 0, count = kernel_outputs(k, out); o < count; o++)
+    if (out[o] == k->root || !is_reduce(graph_node(g, out[o])->op)) {
+      kernel_index_identity(&ip->reads[out[o]].paths[0], rank);
+      ip->reads[out[o]].num_paths = 1;
+    }
   /* Consumers first, allocating reduction vars in the planner's order. */
   for (int i = k->num_nodes - 1; i >= 0; i--) {
     const GraphNode *n = graph_node(g, k->nodes[i]);
@@ -140,7 +142,9 @@ static int choose(InPlace *ip, int ki, GraphId node, int outputs) {
   const Kernel *k = &plan->kernels[ki];
   const GraphNode *root = graph_node(plan->graph, k->root);
   int out = plan->buffer_of[node];
-  if (k->kind != KERNEL_LOOP || is_reduce(root->op) || ip->fixed[out])
+  /* A row statistic is stored before the row's elements read the inputs. */
+  if (k->kind != KERNEL_LOOP || is_reduce(root->op) || is_reduce(graph_node(plan->graph, node)->op) ||
+      ip->fixed[out])
     return -1;
   const KernelBuffer *ob = &plan->buffers[out];
   for (int i = outputs; i < k->num_args; i++) {

@@ -24,8 +24,8 @@
  * an add 1, a division 4, a transcendental 16) is always cheaper than
  * storing the value and reading it back. Beyond that, copied into c
  * consumer kernels the value is computed in each of their passes over a
- * row (its pass and one per hoisted reduction: an upper bound, as a
- * hoisted reduction may not read it), e evaluations in all, e - 1 more
+ * row that read it (the elementwise pass, an upper bound, and each hoisted
+ * reduction that reads it), e evaluations in all, e - 1 more
  * than now, and is no longer stored and read back c times. That copy is
  * made when the extra operations come to at most FLOAT_MOVE_COST per
  * float not moved: in a vector of 16 lanes an add is a sixteenth of a
@@ -33,7 +33,8 @@
  * lets a GELU's tanh (with its bias add, 23) be recomputed in the
  * forward's product and in the backward (c = e = 2, at most 24): one pass
  * over [B, T, d_ff] less each way in gpt-small. A cross-entropy's exp
- * stays stored: its backward kernel has three hoisted reductions (e = 5). */
+ * stays stored while its backward's row sum for the gradient through the
+ * max reads it too (e = 3, 34 > 24). */
 #define CHEAP_COST 4
 #define FLOAT_MOVE_COST 8
 #define MAX_COPIES 4
@@ -108,12 +109,18 @@ static bool consumer_kernels(const KernelPlan *plan, int ki, int most, Choice *c
   return true;
 }
 
+/* The index of kernel k's first input in its args (its outputs come first). */
+static int first_input(const Kernel *k) {
+  GraphId out[3];
+  return kernel_outputs(k, out);
+}
+
 /* Whether copying kernel `ki` into each consumer moves no more bytes than
  * storing its root once and reading it back in each. */
 static bool copying_pays(const KernelPlan *plan, int ki, const Choice *c) {
   const Kernel *k = &plan->kernels[ki];
   int64_t inputs = 0, out = plan->buffers[k->args[0]].bytes, copied = 0;
-  for (int a = 1; a < k->num_args; a++) {
+  for (int a = first_input(k); a < k->num_args; a++) {
     int64_t bytes = plan->buffers[k->args[a]].bytes;
     inputs += bytes;
     for (int j = 0; j < c->num_copies; j++)
@@ -173,12 +180,34 @@ static bool copied_part(const KernelPlan *plan, const Kernel *k, bool *copied) {
 /* Whether the kernel's inputs together are smaller than its output. */
 static bool expands(const KernelPlan *plan, const Kernel *k) {
   int64_t inputs = 0;
-  for (int a = 1; a < k->num_args; a++)
+  for (int a = first_input(k); a < k->num_args; a++)
     inputs += plan->buffers[k->args[a]].bytes;
   return inputs < plan->buffers[k->args[0]].bytes;
 }
 
-static bool worth_copying(const KernelPlan *plan, int ki, Choice *c, bool *copied) {
+/* How many passes over a row of consumer kernel kc would compute a copy
+ * of kernel ki: its elementwise pass (an upper bound: it may read the
+ * value only inside reductions), and each hoisted reduction that reads the
+ * root, directly or through nodes it computes (not through another hoisted
+ * reduction, computed once a row). `reads` holds a flag per node of kc. */
+static int passes_reading(const KernelPlan *plan, int ki, const Choice *c, int kc, bool *reads) {
+  const Kernel *k = &plan->kernels[kc];
+  int passes = 1;
+  for (int i = 0; i < k->num_nodes; i++) {
+    const GraphNode *n = graph_node(plan->graph, k->nodes[i]);
+    reads[i] = false;
+    for (int s = 0; s < n->num_inputs && !reads[i]; s++) {
+      GraphId x = n->inputs[s];
+      int at = node_index(k, x); /* nodes in id order: x's flag is set */
+      reads[i] = reads_root(plan, ki, c, x) ||
+                 (at >= 0 && plan->placement[x] == KERNEL_INLINED && !is_hoisted(k, x) && reads[at]);
+    }
+    passes += reads[i] && is_hoisted(k, k->nodes[i]);
+  }
+  return passes;
+}
+
+static bool worth_copying(const KernelPlan *plan, int ki, Choice *c, bool *copied, bool *reads) {
   const Kernel *k = &plan->kernels[ki];
   if (k->kind != KERNEL_LOOP || graph_is_output(plan->graph, k->root) ||
       graph_is_update_value(plan->graph, k->root) || !copied_part(plan, k, copied))
@@ -192,7 +221,7 @@ static bool worth_copying(const KernelPlan *plan, int ki, Choice *c, bool *copie
     return false;
   int evaluations = 0;
   for (int j = 0; j < c->num_copies; j++)
-    evaluations += 1 + plan->kernels[c->consumer[j]].num_hoisted;
+    evaluations += passes_reading(plan, ki, c, c->consumer[j], reads);
   return cost <= CHEAP_COST ||
          cost * (evaluations - 1) <= FLOAT_MOVE_COST * (c->num_copies + 1);
 }
@@ -208,9 +237,11 @@ static int choose(const KernelPlan *plan, Choice *choice, int *owner) {
       most = plan->kernels[ki].num_nodes;
   bool *blocked = calloc((size_t)plan->num_kernels + 1, sizeof(bool));
   bool *copied = malloc(sizeof(bool) * (size_t)most);
-  if (!blocked || !copied) {
+  bool *reads = malloc(sizeof(bool) * (size_t)most);
+  if (!blocked || !copied || !reads) {
     free(blocked);
     free(copied);
+    free(reads);
     return -1;
   }
   for (GraphId id = 0; id < graph_count(g); id++)
@@ -219,7 +250,7 @@ static int choose(const KernelPlan *plan, Choice *choice, int *owner) {
   for (int ki = 0; ki < plan->num_kernels; ki++) {
     choice[ki].num_copies = 0;
     Choice c;
-    if (blocked[ki] || !worth_copying(plan, ki, &c, copied))
+    if (blocked[ki] || !worth_copying(plan, ki, &c, copied, reads))
       continue;
     choice[ki] = c;
     chosen++;
@@ -242,6 +273,7 @@ static int choose(const KernelPlan *plan, Choice *choice, int *owner) {
   }
   free(blocked);
   free(copied);
+  free(reads);
   return chosen;
 }
 

@@ -346,6 +346,18 @@ static void recomputation(void) {
   if (!CG_CHECK(plan_kernels(g) == 3) || !CG_CHECK(recomputed_kernels(g) == 3))
     fprintf(stderr, "a tanh read in a hoisted reduction: expected 3 kernels, 3 after\n");
   cg_check_graph("a tanh also read by a hoisted reduction is stored", g, NULL);
+  /* A hoisted reduction that does not read the value costs no evaluation
+   * of it: two for two readers, and the tanh is copied. */
+  g = graph_new();
+  GraphId w = graph_input(g, "w", GRAPH_F32, SHAPE(6, 37));
+  t = graph_unary(g, GRAPH_OP_TANH, graph_input(g, "x", GRAPH_F32, SHAPE(6, 37)));
+  graph_output(g, "square", graph_binary(g, GRAPH_OP_MUL, t, t));
+  GraphId w2 = graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_binary(g, GRAPH_OP_MUL, w, w), 2);
+  graph_output(g, "t times w's row sum of squares",
+               graph_binary(g, GRAPH_OP_MUL, t, bcast(g, w2, SHAPE(6, 37))));
+  if (!CG_CHECK(plan_kernels(g) == 3) || !CG_CHECK(recomputed_kernels(g) == 2))
+    fprintf(stderr, "a tanh beside a hoisted reduction: expected 3 kernels, 2 after\n");
+  cg_check_graph("a tanh beside a hoisted reduction is recomputed", g, NULL);
   /* A broadcast row statistic: read again by each consumer, not stored. */
   g = graph_new();
   GraphId v = graph_input(g, "v", GRAPH_F64, SHAPE(5, 1));
@@ -565,6 +577,83 @@ static void adam_update(void) {
   }
 }
 
+/* Kernels of g's CPU plan, with or without row statistics stored where
+ * they are computed; *stored: the hoisted reductions kernels store. */
+static int row_statistics_plan(const Graph *g, bool store, int *stored) {
+  KernelPlanOptions cpu = kernel_plan_cpu_options();
+  cpu.store_row_statistics = store;
+  char err[256];
+  Graph *prepared = kernel_prepare(g, &cpu, NULL, err, sizeof err);
+  KernelPlan *plan = prepared ? kernel_plan_build(prepared, &cpu, err, sizeof err) : NULL;
+  int kernels = plan ? plan->num_kernels : -1;
+  *stored = 0;
+  for (int k = 0; plan && k < plan->num_kernels; k++) {
+    GraphId out[3];
+    for (int o = 1, count = kernel_outputs(&plan->kernels[k], out); o < count; o++)
+      for (int h = 0; h < plan->kernels[k].num_hoisted; h++)
+        *stored += plan->kernels[k].hoisted[h].node == out[o];
+  }
+  if (!plan)
+    fprintf(stderr, "planning: %s\n", err);
+  kernel_plan_free(plan);
+  graph_free(prepared);
+  return kernels;
+}
+
+static void expect_row_statistics(const char *name, Graph *g, int kernels, int stored,
+                                  int kernels_apart) {
+  int got_stored, apart_stored;
+  int got = row_statistics_plan(g, true, &got_stored);
+  int apart = row_statistics_plan(g, false, &apart_stored);
+  if (!CG_CHECK(got == kernels) || !CG_CHECK(got_stored == stored) ||
+      !CG_CHECK(apart == kernels_apart) || !CG_CHECK(apart_stored == 0))
+    fprintf(stderr, "%s: expected %d kernels storing %d row statistics (%d kernels without), "
+                    "got %d storing %d (%d storing %d)\n",
+            name, kernels, stored, kernels_apart, got, got_stored, apart, apart_stored);
+  cg_check_graph(name, g, NULL);
+}
+
+/* A row reduction that two kernels read is computed by the first among
+ * its hoisted reductions and stored from there (store_row_statistics):
+ * a softmax's max and sum, also read by its log-sum-exp; a layernorm's
+ * mean and variance, also read by its inverse deviation. A sum over the
+ * whole tensor, one value for all rows, keeps its own kernel. */
+static void row_statistics(void) {
+  Graph *g = graph_new();
+  GraphShape s = SHAPE(6, 40);
+  GraphId x = graph_input(g, "x", GRAPH_F32, s);
+  GraphId m = graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, 2);
+  GraphId e = graph_unary(g, GRAPH_OP_EXP, graph_binary(g, GRAPH_OP_SUB, x, bcast(g, m, s)));
+  GraphId sum = graph_reduce(g, GRAPH_OP_REDUCE_SUM, e, 2);
+  graph_output(g, "y", graph_binary(g, GRAPH_OP_DIV, e, bcast(g, sum, s)));
+  graph_output(g, "lse", graph_binary(g, GRAPH_OP_ADD, graph_unary(g, GRAPH_OP_LOG, sum), m));
+  expect_row_statistics("softmax: max and sum stored with the output", g, 2, 2, 4);
+
+  g = graph_new();
+  s = SHAPE(3, 5, 48);
+  x = graph_input(g, "x", GRAPH_F32, s);
+  GraphId inv_d = graph_splat(g, GRAPH_F32, SHAPE(3, 5, 1), 1.0 / 48);
+  GraphId mean = graph_binary(g, GRAPH_OP_MUL, graph_reduce(g, GRAPH_OP_REDUCE_SUM, x, 4), inv_d);
+  GraphId xc = graph_binary(g, GRAPH_OP_SUB, x, bcast(g, mean, s));
+  GraphId var = graph_binary(
+      g, GRAPH_OP_MUL,
+      graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_binary(g, GRAPH_OP_MUL, xc, xc), 4), inv_d);
+  GraphId rstd = graph_unary(
+      g, GRAPH_OP_RSQRT,
+      graph_binary(g, GRAPH_OP_ADD, var, graph_splat(g, GRAPH_F32, SHAPE(3, 5, 1), 1e-5)));
+  graph_output(g, "y", graph_binary(g, GRAPH_OP_MUL, xc, bcast(g, rstd, s)));
+  graph_output(g, "rstd and mean", graph_binary(g, GRAPH_OP_ADD, rstd, mean));
+  expect_row_statistics("layernorm: mean and variance stored with the output", g, 2, 2, 4);
+
+  g = graph_new();
+  s = SHAPE(16, 8);
+  x = graph_input(g, "x", GRAPH_F32, s);
+  GraphId total = bcast(g, graph_reduce(g, GRAPH_OP_REDUCE_SUM, x, 3), s);
+  graph_output(g, "x / total", graph_binary(g, GRAPH_OP_DIV, x, total));
+  graph_output(g, "x * total", graph_binary(g, GRAPH_OP_MUL, x, total));
+  expect_row_statistics("a total read by two kernels of rows keeps its kernel", g, 3, 0, 3);
+}
+
 /* An update value stored alongside its parameter's update (m' with p')
  * that reads the parameter at another element: p' must not be written
  * over p, or rows of m' computed later would read updated parameters. */
@@ -680,6 +769,7 @@ int main(void) {
   column_sums();
   adam_update();
   update_reading_across();
+  row_statistics();
   printing();
   return cg_finish("codegen_fusion");
 }
