@@ -665,6 +665,7 @@ static LLVMValueRef compute(Emitter *e, GraphId id, Index *at) {
                            "");
   }
   case GRAPH_OP_CAST: return emit_cast(e, n, emit(e, n->inputs[0], at));
+  case GRAPH_OP_STOP_GRADIENT: return emit(e, n->inputs[0], at);
   case GRAPH_OP_REDUCE_SUM:
   case GRAPH_OP_REDUCE_MAX: return emit_reduction(e, id, at);
   case GRAPH_OP_RESHAPE:
@@ -696,6 +697,7 @@ static bool rounds_to_bf16(const GraphNode *n) {
   case GRAPH_OP_CONCAT:
   case GRAPH_OP_GATHER:
   case GRAPH_OP_SELECT:
+  case GRAPH_OP_STOP_GRADIENT:
   case GRAPH_OP_CONSTANT: return false;
   default: return true;
   }

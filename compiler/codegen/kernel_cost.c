@@ -14,6 +14,7 @@ int kernel_op_cost(GraphOp op) {
   default: return KERNEL_COST_NOT_ELEMENTWISE;
   }
   switch (op) {
+  case GRAPH_OP_STOP_GRADIENT: return 0;
   case GRAPH_OP_DIV:
   case GRAPH_OP_RECIP:
   case GRAPH_OP_SQRT:

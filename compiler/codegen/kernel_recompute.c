@@ -32,9 +32,10 @@
  * cycle an element, storing or loading a float from L3 a few cycles. 8
  * lets a GELU's tanh (with its bias add, 23) be recomputed in the
  * forward's product and in the backward (c = e = 2, at most 24): one pass
- * over [B, T, d_ff] less each way in gpt-small. A cross-entropy's exp
- * stays stored while its backward's row sum for the gradient through the
- * max reads it too (e = 3, 34 > 24). */
+ * over [B, T, d_ff] less each way in gpt-small. So is a cross-entropy's
+ * exp (with its subtraction, 17): in the loss's row sum and in the
+ * gradient (e = 2; with a gradient through the row max, the backward's
+ * row sum for it read the exp too, e = 3, and it was stored). */
 #define CHEAP_COST 4
 #define FLOAT_MOVE_COST 8
 #define MAX_COPIES 4

@@ -176,12 +176,14 @@ static int axes_arg(const Arg *a, int rank, const char *fname, unsigned *mask) {
 /* Elementwise                                                               */
 
 static const char *const unary_names[] = {"exp", "log", "sqrt", "rsqrt", "tanh", "sin",
-                                          "cos", "abs", "recip"};
+                                          "cos", "abs", "recip", "stop_gradient"};
 
 static Value *fn_unary(const char *name, const Node *call, Arg *args, int nargs) {
   Arg *a[1];
   if (!get_args(call, name, "x", args, nargs, a)) return value_error();
   Value *x = a[0]->value;
+  bool any_dtype = !strcmp(name, "abs") || !strcmp(name, "stop_gradient");
+  if ((x->kind == V_INT || x->kind == V_FLOAT) && !strcmp(name, "stop_gradient")) return x;
   if (x->kind == V_INT || x->kind == V_FLOAT) {
     double v = x->kind == V_INT ? (double)x->i : x->f, r;
     if ((!strcmp(name, "log") && v <= 0) || ((!strcmp(name, "sqrt") || !strcmp(name, "rsqrt")) && v < 0) ||
@@ -203,7 +205,7 @@ static Value *fn_unary(const char *name, const Node *call, Arg *args, int nargs)
   }
   const Value *t = tensor_arg(a[0], name, "its argument");
   if (!t) return value_error();
-  if (!dtype_is_float(t->t.dtype) && strcmp(name, "abs")) {
+  if (!dtype_is_float(t->t.dtype) && !any_dtype) {
     diag_error(a[0]->node->span, "%s needs a float tensor, got %s; use cast(x, f32)", name,
                tensor_type_str(&t->t));
     return value_error();
@@ -889,7 +891,7 @@ static Value *fn_optim(const char *name, const Node *call, Arg *args, int nargs)
 /* The table                                                                 */
 
 static const char *const function_names[] = {
-    "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "abs", "recip",
+    "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "abs", "recip", "stop_gradient",
     "max", "min", "sum", "mean", "select", "cast", "reshape", "permute", "transpose",
     "broadcast", "expand", "squeeze", "slice", "concat", "pad", "gather", "one_hot", "iota",
     "full", "tensor", "random_uniform", "shape", "dim", "rank", "dtype", "len", "append", "range", "float", "int",

@@ -78,6 +78,7 @@ static int32_t wrap_i32(uint32_t x) { return (int32_t)x; }
 
 ANY_UNARY(eval_ref_neg, -x, wrap_i32(0u - (uint32_t)x))
 ANY_UNARY(eval_ref_abs, fabs(x), x < 0 ? wrap_i32(0u - (uint32_t)x) : x)
+ANY_UNARY(eval_ref_stop_gradient, x, x)
 FLOAT_UNARY(eval_ref_exp, exp(x))
 FLOAT_UNARY(eval_ref_log, log(x))
 FLOAT_UNARY(eval_ref_sqrt, sqrt(x))

@@ -4,7 +4,7 @@
  *   z  = dot q, kT                     kT a permute swapping the last two
  *   y  = div z, c | mul z, c | z        c a splat constant
  *   x  = add y, broadcast mask | y
- *   m  = select(reduce_max x == -inf, 0, reduce_max x)
+ *   m  = select(r == -inf, 0, r)        r = reduce_max x or its stop_gradient
  *   e  = exp(x - broadcast m)
  *   l  = select(reduce_sum e == 0, 1, reduce_sum e)
  *   o  = dot (div e, broadcast l), v
@@ -75,8 +75,9 @@ static bool truth(const Matcher *m, GraphId c, GraphId value, double bad, bool *
   return false;
 }
 
-/* The node `guarded` is select(value == bad, replacement, value); returns
- * value or GRAPH_NONE. */
+/* The node `guarded` is select(value == bad, replacement, value), value a
+ * `reduce` node or its stop_gradient (the softmax's max); returns the
+ * reduction or GRAPH_NONE. */
 static GraphId guarded(const Matcher *m, GraphId guarded_id, GraphOp reduce, double bad,
                        double replacement) {
   const GraphNode *s = node(m, guarded_id);
@@ -85,12 +86,14 @@ static GraphId guarded(const Matcher *m, GraphId guarded_id, GraphOp reduce, dou
   GraphId value = is_splat_of(m, a, replacement) ? b : a;
   GraphId other = value == b ? a : b;
   bool negated;
-  if (node(m, value)->op != reduce || !truth(m, s->inputs[0], value, bad, &negated))
+  GraphId reduced =
+      node(m, value)->op == GRAPH_OP_STOP_GRADIENT ? node(m, value)->inputs[0] : value;
+  if (node(m, reduced)->op != reduce || !truth(m, s->inputs[0], value, bad, &negated))
     return GRAPH_NONE;
   /* cond true picks input 1: it must be the replacement unless negated */
   bool ok = negated ? (a == value && is_splat_of(m, other, replacement))
                     : (b == value && is_splat_of(m, other, replacement));
-  return ok ? value : GRAPH_NONE;
+  return ok ? reduced : GRAPH_NONE;
 }
 
 static bool last_axis_only(const GraphNode *n) {

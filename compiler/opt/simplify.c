@@ -207,6 +207,8 @@ static GraphId simplify_node(Graph *out, const GraphNode *node, const GraphId *i
   case GRAPH_OP_NEG:
     if (x->op == GRAPH_OP_NEG) return x->inputs[0];
     break;
+  case GRAPH_OP_STOP_GRADIENT: /* autodiff has run: the identity */
+    return in[0];
   case GRAPH_OP_CAST:
     if (x->dtype == node->attrs.dtype) return in[0];
     break;

@@ -70,6 +70,13 @@ static void unary(void) {
   EXPECT("recip",
          "%0 = constant [2, -4, 0.5] : f64[3]\n%1 = recip %0 : f64[3]\noutput \"y\" = %1\n", 0.5,
          -0.25, 2);
+  EXPECT("stop_gradient",
+         "%0 = constant [2, -4, 0.5] : f64[3]\n%1 = stop_gradient %0 : f64[3]\n"
+         "output \"y\" = %1\n",
+         2, -4, 0.5);
+  EXPECT("stop_gradient i32",
+         "%0 = constant [-3, 4] : i32[2]\n%1 = stop_gradient %0 : i32[2]\noutput \"y\" = %1\n",
+         -3, 4);
 }
 
 #define AB "%0 = constant [1, 2, 3] : f64[3]\n%1 = constant [4, -5, 0.5] : f64[3]\n"

@@ -241,17 +241,24 @@ static GraphId spread(Graph *g, GraphId x, GraphId like) {
 }
 
 /* softmax over the last axis, with max subtraction. */
-static GraphId softmax(Graph *g, GraphId x) {
+/* x less its row max, whose gradient models/std/nn.tfm stops: the row's
+ * softmax does not change with a shift, so the finite differences agree. */
+static GraphId shifted_rows(Graph *g, GraphId x, bool stop_max) {
+  GraphId m = graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, 1u << (shape_of(g, x).rank - 1));
+  return bin(g, GRAPH_OP_SUB, x, spread(g, stop_max ? un(g, GRAPH_OP_STOP_GRADIENT, m) : m, x));
+}
+
+static GraphId softmax(Graph *g, GraphId x, bool stop_max) {
   uint32_t last = 1u << (shape_of(g, x).rank - 1);
-  GraphId shifted = bin(g, GRAPH_OP_SUB, x, spread(g, graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, last), x));
+  GraphId shifted = shifted_rows(g, x, stop_max);
   GraphId e = un(g, GRAPH_OP_EXP, shifted);
   return bin(g, GRAPH_OP_DIV, e, spread(g, graph_reduce(g, GRAPH_OP_REDUCE_SUM, e, last), e));
 }
 
 /* log softmax over the last axis: x - max - log(sum(exp(x - max))). */
-static GraphId log_softmax(Graph *g, GraphId x) {
+static GraphId log_softmax(Graph *g, GraphId x, bool stop_max) {
   uint32_t last = 1u << (shape_of(g, x).rank - 1);
-  GraphId shifted = bin(g, GRAPH_OP_SUB, x, spread(g, graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, last), x));
+  GraphId shifted = shifted_rows(g, x, stop_max);
   GraphId sum = graph_reduce(g, GRAPH_OP_REDUCE_SUM, un(g, GRAPH_OP_EXP, shifted), last);
   return bin(g, GRAPH_OP_SUB, shifted, spread(g, un(g, GRAPH_OP_LOG, sum), shifted));
 }
@@ -264,12 +271,16 @@ static GraphId mean_last(Graph *g, GraphId x) {
 }
 
 static void composite_softmax(uint64_t *rng) {
-  Graph *g = graph_new();
-  GraphId x = graph_param(g, "x", GRAPH_F64, (GraphShape){2, {3, 5}});
-  GraphId loss = weighted_sum(g, softmax(g, x), rng);
-  CHECK(graph_error(g) == NULL);
-  check_gradients("softmax with max subtraction", g, loss, -3, 3, NONZERO, rng);
-  graph_free(g);
+  for (int stop = 0; stop < 2; stop++) {
+    Graph *g = graph_new();
+    GraphId x = graph_param(g, "x", GRAPH_F64, (GraphShape){2, {3, 5}});
+    GraphId loss = weighted_sum(g, softmax(g, x, stop), rng);
+    CHECK(graph_error(g) == NULL);
+    check_gradients(stop ? "softmax less the max, its gradient stopped"
+                         : "softmax with max subtraction",
+                    g, loss, -3, 3, NONZERO, rng);
+    graph_free(g);
+  }
 }
 
 static void composite_layernorm(uint64_t *rng) {
@@ -292,7 +303,7 @@ static void composite_layernorm(uint64_t *rng) {
 }
 
 /* Mean over rows of -sum(onehot(target) * log_softmax(logits)). */
-static void composite_cross_entropy(uint64_t *rng) {
+static void cross_entropy(uint64_t *rng, bool stop_max) {
   Graph *g = graph_new();
   GraphShape s = {2, {4, 6}};
   GraphId logits = graph_param(g, "logits", GRAPH_F64, s);
@@ -302,12 +313,14 @@ static void composite_cross_entropy(uint64_t *rng) {
   GraphId hit = bin(g, GRAPH_OP_CMPEQ, classes, graph_broadcast(g, target, s));
   GraphId onehot = graph_cast(g, hit, GRAPH_F64);
   GraphId picked = graph_reduce(g, GRAPH_OP_REDUCE_SUM,
-                                bin(g, GRAPH_OP_MUL, onehot, log_softmax(g, logits)), 1u << 1);
+                                bin(g, GRAPH_OP_MUL, onehot, log_softmax(g, logits, stop_max)), 1u << 1);
   GraphId total = graph_reduce(g, GRAPH_OP_REDUCE_SUM, un(g, GRAPH_OP_NEG, picked), 1u);
   GraphId loss = graph_reshape(g, bin(g, GRAPH_OP_DIV, total, graph_splat(g, GRAPH_F64, shape_of(g, total), 4)),
                                graph_shape_scalar());
   CHECK(graph_error(g) == NULL);
-  check_gradients("log-softmax cross-entropy", g, loss, -3, 3, NONZERO, rng);
+  check_gradients(stop_max ? "log-softmax cross-entropy, the max's gradient stopped"
+                           : "log-softmax cross-entropy",
+                  g, loss, -3, 3, NONZERO, rng);
 
   /* And the loss itself, against a direct computation. */
   EvalValues *v = eval_new(g, GRAPH_F64);
@@ -328,6 +341,11 @@ static void composite_cross_entropy(uint64_t *rng) {
   graph_free(g);
 }
 
+static void composite_cross_entropy(uint64_t *rng) {
+  for (int stop = 0; stop < 2; stop++)
+    cross_entropy(rng, stop);
+}
+
 /* One head of self-attention: softmax(q k^T / sqrt(d)) v with learned
  * projections, batched over two sequences. */
 static void composite_attention(uint64_t *rng) {
@@ -340,7 +358,7 @@ static void composite_attention(uint64_t *rng) {
   GraphId val = graph_dot(g, x, wv, false, false);
   GraphId scores = graph_dot(g, q, k, false, true);
   scores = bin(g, GRAPH_OP_MUL, scores, graph_splat(g, GRAPH_F64, shape_of(g, scores), 0.5));
-  GraphId y = graph_dot(g, softmax(g, scores), val, false, false);
+  GraphId y = graph_dot(g, softmax(g, scores, false), val, false, false);
   GraphId loss = weighted_sum(g, y, rng);
   CHECK(graph_error(g) == NULL);
   check_gradients("self-attention", g, loss, -1, 1, NONZERO, rng);
@@ -443,6 +461,13 @@ static void unreachable_param(void) {
   const GraphNode *gb = graph_node(g, grads[1]);
   double value;
   CHECK(graph_constant_is_splat(gb, &value) && value == 0.0 && gb->shape.rank == 2);
+  /* Nor one read only through stop_gradient. */
+  GraphId stopped = graph_reshape(
+      g, graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_unary(g, GRAPH_OP_STOP_GRADIENT, a), 1),
+      graph_shape_scalar());
+  CHECK(autodiff_gradients(g, stopped, wrt, 1, grads));
+  const GraphNode *ga = graph_node(g, grads[0]);
+  CHECK(graph_constant_is_splat(ga, &value) && value == 0.0 && ga->shape.rank == 1);
   /* A loss with more than one element is refused with a message. */
   GraphId not_scalar = graph_unary(g, GRAPH_OP_EXP, a);
   CHECK(!autodiff_gradients(g, not_scalar, wrt, 2, grads));
