@@ -143,8 +143,8 @@ static int choose(InPlace *ip, int ki, GraphId node, int outputs) {
   const GraphNode *root = graph_node(plan->graph, k->root);
   int out = plan->buffer_of[node];
   /* A row statistic is stored before the row's elements read the inputs. */
-  if (k->kind != KERNEL_LOOP || is_reduce(root->op) || is_reduce(graph_node(plan->graph, node)->op) ||
-      ip->fixed[out])
+  if (k->kind != KERNEL_LOOP || is_reduce(root->op) ||
+      is_reduce(graph_node(plan->graph, node)->op) || ip->fixed[out])
     return -1;
   const KernelBuffer *ob = &plan->buffers[out];
   for (int i = outputs; i < k->num_args; i++) {

@@ -200,8 +200,8 @@ static int passes_reading(const KernelPlan *plan, int ki, const Choice *c, int k
     for (int s = 0; s < n->num_inputs && !reads[i]; s++) {
       GraphId x = n->inputs[s];
       int at = node_index(k, x); /* nodes in id order: x's flag is set */
-      reads[i] = reads_root(plan, ki, c, x) ||
-                 (at >= 0 && plan->placement[x] == KERNEL_INLINED && !is_hoisted(k, x) && reads[at]);
+      reads[i] = reads_root(plan, ki, c, x) || (at >= 0 && plan->placement[x] == KERNEL_INLINED &&
+                                                !is_hoisted(k, x) && reads[at]);
     }
     passes += reads[i] && is_hoisted(k, k->nodes[i]);
   }
