@@ -10,8 +10,9 @@
  * one element of each of A's MR rows per k step, so A needs no layout of
  * its own: the micro-kernel reads MR-row slivers of A in place through two
  * strides (per k step, per row), and only a last partial sliver of a block
- * is packed, zero-padded. Edge tiles run through a small MR x NR tile on
- * the stack.
+ * is packed, zero-padded. A block's last rows, when fewer than MR, run a
+ * micro-kernel of a third or two thirds of MR rows; edge tiles run through
+ * a small MR x NR tile on the stack.
  *
  * Each k block of an element is summed in k ascending order from zero and
  * then added to C (the first block stores its sum): the micro-kernel reads
@@ -103,8 +104,8 @@ static LLVMValueRef internal_function(CpuGen *gen, const char *name, LLVMTypeRef
  *            i64 a_row):
  * c[r * ldc + j] = (accumulate ? c : 0) + sum_p a[p * a_step + r * a_row] b[p * nr + j]
  * (the sum from zero in p order, then added to c)
- * over the full mr x nr tile. */
-static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeometry *g,
+ * over the full mr x nr tile (mr: g->mr, or a part of it, micro_kernel). */
+static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeometry *g, int mr,
                                       const char *name) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef tp = LLVMPointerType(t, 0);
@@ -115,7 +116,7 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
   LLVMValueRef kc = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bp = LLVMGetParam(fn, 2);
   LLVMValueRef c = LLVMGetParam(fn, 3), ldc = LLVMGetParam(fn, 4);
   LLVMValueRef a_step = LLVMGetParam(fn, 6), a_row = LLVMGetParam(fn, 7);
-  int mr = g->mr, nv = g->nv, nr = nv * g->lanes;
+  int nv = g->nv, nr = nv * g->lanes;
   LLVMValueRef acc[16][4];
   for (int r = 0; r < mr; r++)
     for (int v = 0; v < nv; v++)
@@ -379,13 +380,14 @@ static LLVMValueRef declare_scratch(CpuGen *gen) {
   return fn;
 }
 
-/* The module's micro-kernel for element type t (f32 or f64), emitted on
- * first use: the f32 and bf16 GEMMs share the f32 one. */
-static LLVMValueRef micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeometry *g) {
+/* The module's micro-kernel of `rows` rows (g->mr, or a third or two
+ * thirds of it) for element type t (f32 or f64), emitted on first use: the
+ * f32 and bf16 GEMMs share the f32 ones. */
+static LLVMValueRef micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeometry *g, int rows) {
   char name[64];
-  snprintf(name, sizeof name, "tfm_gemm_micro_%s", t == gen->f64 ? "f64" : "f32");
+  snprintf(name, sizeof name, "tfm_gemm_micro_%s_%d", t == gen->f64 ? "f64" : "f32", rows);
   LLVMValueRef micro = LLVMGetNamedFunction(gen->module, name);
-  return micro ? micro : emit_micro_kernel(gen, t, g, name);
+  return micro ? micro : emit_micro_kernel(gen, t, g, rows, name);
 }
 
 /* void gemm(T *c, T *a, T *b, i64 m, i64 n, i64 k, i64 lda, i64 ldb, i64 ldc):
@@ -397,7 +399,10 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
   GemmGeometry g = geometry(gen, t);
   int64_t nr = (int64_t)g.nv * g.lanes;
   char name[64];
-  LLVMValueRef micro = micro_kernel(gen, t, &g);
+  int third = g.mr / 3;
+  LLVMValueRef micro = micro_kernel(gen, t, &g, g.mr);
+  LLVMValueRef micro_third = micro_kernel(gen, t, &g, third);
+  LLVMValueRef micro_two_thirds = micro_kernel(gen, t, &g, 2 * third);
   LLVMTypeRef micro_type = LLVMGlobalGetValueType(micro);
 
   LLVMTypeRef tp = LLVMPointerType(t, 0);
@@ -463,11 +468,32 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
   LLVMValueRef call[8] = {kc, asliver, bsliver, ct, ldc, accumulate, a_step, a_row};
   LLVMBuildCall2(b, micro_type, micro, call, 8, "");
   LLVMBuildBr(b, next);
+  /* A block's last rows (a thread's 256 or 1024 rows end in 4) run the
+   * micro-kernel of a third or two thirds of MR rows that holds them: a
+   * whole MR-row tile for 4 rows computed three times the products (3% of
+   * a [256, N] weight gradient, 2.5% of a 512 GEMM). In place in C when
+   * they fill it, else through the tile on the stack. */
   LLVMPositionBuilderAtEnd(b, edge);
+  LLVMValueRef in_third = LLVMBuildICmp(b, LLVMIntSLE, rows, cpu_i64(gen, third), "");
+  LLVMValueRef in_two = LLVMBuildICmp(b, LLVMIntSLE, rows, cpu_i64(gen, 2 * third), "");
+  LLVMValueRef part = LLVMBuildSelect(
+      b, in_third, micro_third, LLVMBuildSelect(b, in_two, micro_two_thirds, micro, ""), "");
+  LLVMValueRef exact = LLVMBuildAnd(
+      b,
+      LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntEQ, rows, cpu_i64(gen, third), ""),
+                  LLVMBuildICmp(b, LLVMIntEQ, rows, cpu_i64(gen, 2 * third), ""), ""),
+      LLVMBuildICmp(b, LLVMIntEQ, cols, cpu_i64(gen, nr), ""), "");
+  LLVMBasicBlockRef part_direct = LLVMAppendBasicBlockInContext(gen->context, fn, "part_tile");
+  LLVMBasicBlockRef through = LLVMAppendBasicBlockInContext(gen->context, fn, "through_tile");
+  LLVMBuildCondBr(b, exact, part_direct, through);
+  LLVMPositionBuilderAtEnd(b, part_direct);
+  LLVMBuildCall2(b, micro_type, part, call, 8, "");
+  LLVMBuildBr(b, next);
+  LLVMPositionBuilderAtEnd(b, through);
   LLVMValueRef NR = cpu_i64(gen, nr);
   emit_copy_block(gen, t, tile, NR, ct, ldc, rows, cols);
   LLVMValueRef edge_call[8] = {kc, asliver, bsliver, tile, NR, accumulate, a_step, a_row};
-  LLVMBuildCall2(b, micro_type, micro, edge_call, 8, "");
+  LLVMBuildCall2(b, micro_type, part, edge_call, 8, "");
   emit_copy_block(gen, t, ct, ldc, tile, NR, rows, cols);
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, next);
@@ -497,7 +523,7 @@ static LLVMValueRef emit_gemm_bf16(CpuGen *gen, bool ta, bool tb) {
   GemmGeometry g = geometry(gen, t);
   int64_t nr = (int64_t)g.nv * g.lanes;
   char name[64];
-  LLVMValueRef micro = micro_kernel(gen, t, &g);
+  LLVMValueRef micro = micro_kernel(gen, t, &g, g.mr);
   LLVMTypeRef micro_type = LLVMGlobalGetValueType(micro);
 
   LLVMTypeRef hp = LLVMPointerType(gen->i16, 0), tp = LLVMPointerType(t, 0);

@@ -1,5 +1,6 @@
 /* The generated GEMM (compiler/codegen/cpu_gemm.c) against the evaluator:
- * every transpose combination on odd sizes (edge tiles in m and n, k = 1,
+ * every transpose combination on odd sizes (edge tiles in m and n, rows
+ * ending a block in a part of a tile's, k = 1,
  * k past one k block, m past one row block, n past one column panel, k
  * not a multiple of the packing's four-step transposes),
  * batched and broadcast operands, f64, each with the AVX-512 geometry
@@ -25,6 +26,10 @@ static const Size sizes[] = {
      * a time where they are strided, then the k steps left over (k blocks
      * of 256 + 3, 4 x 256 + 6) and the part-filled last sliver. */
     {37, 1027, 259}, {46, 70, 1030},
+    /* Blocks ending in a third or two thirds of MR rows (AVX-512: 4 or 8 of
+     * 12; AVX2: 2 or 4 of 6) over whole tiles' columns: the smaller
+     * micro-kernels, in place in C, serial and split between threads. */
+    {28, 64, 40}, {44, 96, 300}, {256, 64, 20},
 };
 
 /* A [m, k] operand, or [k, m] when transposed. */
