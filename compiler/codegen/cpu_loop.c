@@ -975,7 +975,7 @@ static void emit_row_part(Emitter *e, const Index *row, int slot) {
   LLVMValueRef v[3];
   int count = slot < 0 ? kernel_outputs(k, out) : 1;
   for (int o = 0; o < count; o++)
-    v[o] = is_hoisted(k, out[o]) ? NULL : emit(e, out[o], slot < 0 ? &at : &in);
+    v[o] = o > 0 && is_hoisted(k, out[o]) ? NULL : emit(e, out[o], slot < 0 ? &at : &in);
   LLVMValueRef linear = linear_of(e, &at);
   for (int o = 0; o < count; o++) {
     GraphDtype dtype = o == 0 ? root->dtype : node_of(e, out[o])->dtype;

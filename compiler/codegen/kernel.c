@@ -389,18 +389,19 @@ static bool consumer_paths(const Planner *p, GraphId id, int kernel, KernelIndex
 static bool place_in(Planner *p, GraphId id, int kernel, const KernelIndexMap *paths, int count,
                      KernelPlacement placement) {
   NodeDraft *draft = &p->draft[id];
-  if (is_reduce(graph_node(p->g, id)->op)) {
-    if (!(draft->hoisted_at = malloc(sizeof *draft->hoisted_at)))
-      return false;
-    if (!allocate_reduce_vars(p, &p->kernels[kernel], id)) {
-      free(draft->hoisted_at);
-      draft->hoisted_at = NULL;
-      return false;
-    }
-    *draft->hoisted_at = paths[0];
-  }
-  if (!(draft->paths = malloc(sizeof *draft->paths * (size_t)count)))
+  bool hoist = is_reduce(graph_node(p->g, id)->op);
+  KernelIndexMap *copy = malloc(sizeof *copy * (size_t)count);
+  KernelIndexMap *at = hoist ? malloc(sizeof *at) : NULL;
+  if (!copy || (hoist && (!at || !allocate_reduce_vars(p, &p->kernels[kernel], id)))) {
+    free(copy);
+    free(at);
     return false;
+  }
+  if (hoist) {
+    *at = paths[0];
+    draft->hoisted_at = at;
+  }
+  draft->paths = copy;
   memcpy(draft->paths, paths, sizeof *paths * (size_t)count);
   draft->num_paths = count;
   p->plan->placement[id] = placement;
@@ -482,9 +483,11 @@ static bool store_alongside(Planner *p, GraphId id) {
 }
 
 /* Whether reading a reduction of `shape` at `path` in kernel k reads each
- * of its elements in exactly one row of k: each axis longer than 1 is an
- * outer var of k of its length, a different one each, and the reduction
- * has as many elements as k has rows. */
+ * of its elements in exactly one row of k, at its own index: an axis of
+ * length 1 at 0, any other an outer var of k of its length, a different
+ * one each, and the reduction has as many elements as k has rows. (A read
+ * through a concat or pad along the row has an index of its own, shifted
+ * or inner: that is not the statistic's element.) */
 static bool one_element_a_row(const KernelDraft *k, const KernelIndexMap *path,
                               const GraphShape *shape) {
   int64_t rows = 1;
@@ -494,20 +497,22 @@ static bool one_element_a_row(const KernelDraft *k, const KernelIndexMap *path,
     return false;
   uint32_t used = 0;
   for (int d = 0; d < shape->rank; d++) {
-    if (shape->dims[d] == 1)
-      continue;
     const KernelIndexAxis *a = &path->axis[d];
+    if (!a->affine || a->value.constant != 0)
+      return false;
     int var = -1;
-    for (int v = 0; a->affine && v < KERNEL_MAX_VARS; v++)
+    for (int v = 0; v < KERNEL_MAX_VARS; v++)
       if (a->value.coef[v] != 0) {
         if (var >= 0 || a->value.coef[v] != 1)
           return false;
         var = v;
       }
-    if (var < 0 || var >= k->outer_axes || a->value.constant != 0 ||
-        k->extent[var] != shape->dims[d] || (used & (1u << var)))
+    if (var < 0 ? shape->dims[d] != 1
+                : var >= k->outer_axes || k->extent[var] != shape->dims[d] ||
+                      (used & (1u << var)))
       return false;
-    used |= 1u << var;
+    if (var >= 0)
+      used |= 1u << var;
   }
   return true;
 }
@@ -525,15 +530,17 @@ static bool store_row_statistic(Planner *p, GraphId id) {
       graph_is_output(p->g, id) || graph_is_update_value(p->g, id))
     return false;
   int kernel = -1; /* drafts are made consumers first: the last runs first */
+  bool several = false;
   for (int u = p->use_start[id]; u < p->use_start[id + 1]; u++) {
     GraphId c = p->use_node[u];
     KernelPlacement pc = p->plan->placement[c];
     if (pc != KERNEL_INLINED && pc != KERNEL_ROOT)
       return false;
+    several |= kernel >= 0 && p->plan->kernel_of[c] != kernel;
     if (p->plan->kernel_of[c] > kernel)
       kernel = p->plan->kernel_of[c];
   }
-  if (kernel < 0 || p->kernels[kernel].kind != KERNEL_LOOP ||
+  if (!several || p->kernels[kernel].kind != KERNEL_LOOP ||
       p->kernels[kernel].also_q != GRAPH_NONE)
     return false;
   KernelDraft *k = &p->kernels[kernel];

@@ -617,7 +617,10 @@ static void expect_row_statistics(const char *name, Graph *g, int kernels, int s
  * its hoisted reductions and stored from there (store_row_statistics):
  * a softmax's max and sum, also read by its log-sum-exp; a layernorm's
  * mean and variance, also read by its inverse deviation. A sum over the
- * whole tensor, one value for all rows, keeps its own kernel. */
+ * whole tensor, one value for all rows, keeps its own kernel, and so does
+ * a statistic that the first kernel reads through a concat along the row
+ * (at a shifted index, in the row's inner loop: an element of the concat,
+ * not once a row). */
 static void row_statistics(void) {
   Graph *g = graph_new();
   GraphShape s = SHAPE(6, 40);
@@ -652,6 +655,26 @@ static void row_statistics(void) {
   graph_output(g, "x / total", graph_binary(g, GRAPH_OP_DIV, x, total));
   graph_output(g, "x * total", graph_binary(g, GRAPH_OP_MUL, x, total));
   expect_row_statistics("a total read by two kernels of rows keeps its kernel", g, 3, 0, 3);
+
+  g = graph_new();
+  x = graph_input(g, "x", GRAPH_F32, SHAPE(6, 40));
+  m = graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, 2);
+  graph_output(g, "x and its max", graph_concat(g, (GraphId[]){x, m}, 2, 1));
+  graph_output(g, "twice the max", graph_binary(g, GRAPH_OP_ADD, m, m));
+  expect_row_statistics("a max read through a concat keeps its kernel", g, 3, 0, 3);
+
+  /* The row's kept axis of length 1 read at a shifted index: a sum of a
+   * slice, concatenated after another input along that axis. */
+  g = graph_new();
+  GraphId x0 = graph_input(g, "x0", GRAPH_F32, SHAPE(6, 40, 3));
+  GraphId o = graph_input(g, "o", GRAPH_F32, SHAPE(6, 1, 4));
+  GraphId w = graph_input(g, "w", GRAPH_F32, SHAPE(6, 1, 5));
+  GraphId xs = graph_slice(g, x0, (int64_t[]){0, 0, 2}, (int64_t[]){6, 40, 3}, (int64_t[]){1, 1, 1});
+  sum = graph_reduce(g, GRAPH_OP_REDUCE_SUM, xs, 2);
+  graph_output(g, "concat times w",
+               graph_binary(g, GRAPH_OP_MUL, graph_concat(g, (GraphId[]){o, sum}, 2, 2), w));
+  graph_output(g, "sum squared", graph_binary(g, GRAPH_OP_MUL, sum, sum));
+  expect_row_statistics("a sum read at a shifted index keeps its kernel", g, 3, 0, 3);
 }
 
 /* An update value stored alongside its parameter's update (m' with p')
