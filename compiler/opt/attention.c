@@ -76,8 +76,9 @@ static bool truth(const Matcher *m, GraphId c, GraphId value, double bad, bool *
 }
 
 /* The node `guarded` is select(value == bad, replacement, value), value a
- * `reduce` node or its stop_gradient (the softmax's max); returns the
- * reduction or GRAPH_NONE. */
+ * `reduce` node or, for the max, its stop_gradient (std's softmax: the max
+ * shifts every score alike, so the fused op's gradient is the same; a
+ * stop on the sum would not be); returns the reduction or GRAPH_NONE. */
 static GraphId guarded(const Matcher *m, GraphId guarded_id, GraphOp reduce, double bad,
                        double replacement) {
   const GraphNode *s = node(m, guarded_id);
@@ -86,8 +87,9 @@ static GraphId guarded(const Matcher *m, GraphId guarded_id, GraphOp reduce, dou
   GraphId value = is_splat_of(m, a, replacement) ? b : a;
   GraphId other = value == b ? a : b;
   bool negated;
-  GraphId reduced =
-      node(m, value)->op == GRAPH_OP_STOP_GRADIENT ? node(m, value)->inputs[0] : value;
+  GraphId reduced = node(m, value)->op == GRAPH_OP_STOP_GRADIENT && reduce == GRAPH_OP_REDUCE_MAX
+                        ? node(m, value)->inputs[0]
+                        : value;
   if (node(m, reduced)->op != reduce || !truth(m, s->inputs[0], value, bad, &negated))
     return GRAPH_NONE;
   /* cond true picks input 1: it must be the replacement unless negated */
