@@ -56,7 +56,8 @@ static int64_t node_flops(const Graph *g, const GraphNode *n) {
     return attention_flops(g, n);
   switch (graph_op_kind(n->op)) {
   case GRAPH_KIND_ELEMENTWISE:
-    return n->op == GRAPH_OP_CAST ? 0 : graph_shape_numel(&n->shape);
+    return n->op == GRAPH_OP_CAST || n->op == GRAPH_OP_STOP_GRADIENT ? 0
+                                                                     : graph_shape_numel(&n->shape);
   case GRAPH_KIND_REDUCE:
     return graph_shape_numel(&graph_node(g, n->inputs[0])->shape);
   case GRAPH_KIND_CONTRACTION: {
