@@ -66,12 +66,33 @@ static void expect_layers(const char *name, Graph *g, int kernels, int functions
 
 static GraphId bcast(Graph *g, GraphId x, GraphShape s) { return graph_broadcast(g, x, s); }
 
-static GraphId softmax(Graph *g, GraphId x, int axis) {
+/* softmax over `axis`; *max and *sum (when not NULL) get its row max and
+ * sum of exponentials. */
+static GraphId softmax_parts(Graph *g, GraphId x, int axis, GraphId *max, GraphId *sum) {
   GraphShape s = graph_node(g, x)->shape;
   GraphId m = graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, 1u << axis);
   GraphId e = graph_unary(g, GRAPH_OP_EXP, graph_binary(g, GRAPH_OP_SUB, x, bcast(g, m, s)));
-  GraphId sum = graph_reduce(g, GRAPH_OP_REDUCE_SUM, e, 1u << axis);
-  return graph_binary(g, GRAPH_OP_DIV, e, bcast(g, sum, s));
+  GraphId total = graph_reduce(g, GRAPH_OP_REDUCE_SUM, e, 1u << axis);
+  if (max) *max = m;
+  if (sum) *sum = total;
+  return graph_binary(g, GRAPH_OP_DIV, e, bcast(g, total, s));
+}
+
+static GraphId softmax(Graph *g, GraphId x, int axis) {
+  return softmax_parts(g, x, axis, NULL, NULL);
+}
+
+/* x [3, 5, 48] less its row mean; *mean and *var get the row mean and
+ * variance ([3, 5, 1]), as a layernorm computes them. */
+static GraphId centred_rows(Graph *g, GraphId x, GraphId *mean, GraphId *var) {
+  GraphShape s = SHAPE(3, 5, 48);
+  GraphId inv_d = graph_splat(g, GRAPH_F32, SHAPE(3, 5, 1), 1.0 / 48);
+  *mean = graph_binary(g, GRAPH_OP_MUL, graph_reduce(g, GRAPH_OP_REDUCE_SUM, x, 4), inv_d);
+  GraphId xc = graph_binary(g, GRAPH_OP_SUB, x, bcast(g, *mean, s));
+  *var = graph_binary(
+      g, GRAPH_OP_MUL,
+      graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_binary(g, GRAPH_OP_MUL, xc, xc), 4), inv_d);
+  return xc;
 }
 
 static void softmax_rows(void) {
@@ -122,12 +143,7 @@ static void layernorm_rows(void) {
   GraphId x = graph_input(g, "x", GRAPH_F32, s);
   GraphId gamma = graph_param(g, "gamma", GRAPH_F32, SHAPE(48));
   GraphId beta = graph_param(g, "beta", GRAPH_F32, SHAPE(48));
-  GraphId inv_d = graph_splat(g, GRAPH_F32, SHAPE(3, 5, 1), 1.0 / 48);
-  GraphId mean = graph_binary(g, GRAPH_OP_MUL, graph_reduce(g, GRAPH_OP_REDUCE_SUM, x, 4), inv_d);
-  GraphId xc = graph_binary(g, GRAPH_OP_SUB, x, bcast(g, mean, s));
-  GraphId var = graph_binary(
-      g, GRAPH_OP_MUL,
-      graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_binary(g, GRAPH_OP_MUL, xc, xc), 4), inv_d);
+  GraphId mean, var, xc = centred_rows(g, x, &mean, &var);
   GraphId eps = graph_splat(g, GRAPH_F32, SHAPE(3, 5, 1), 1e-5);
   GraphId scale = graph_unary(g, GRAPH_OP_RSQRT, graph_binary(g, GRAPH_OP_ADD, var, eps));
   GraphId y = graph_binary(g, GRAPH_OP_MUL, xc, bcast(g, scale, s));
@@ -625,22 +641,15 @@ static void row_statistics(void) {
   Graph *g = graph_new();
   GraphShape s = SHAPE(6, 40);
   GraphId x = graph_input(g, "x", GRAPH_F32, s);
-  GraphId m = graph_reduce(g, GRAPH_OP_REDUCE_MAX, x, 2);
-  GraphId e = graph_unary(g, GRAPH_OP_EXP, graph_binary(g, GRAPH_OP_SUB, x, bcast(g, m, s)));
-  GraphId sum = graph_reduce(g, GRAPH_OP_REDUCE_SUM, e, 2);
-  graph_output(g, "y", graph_binary(g, GRAPH_OP_DIV, e, bcast(g, sum, s)));
+  GraphId m, sum;
+  graph_output(g, "y", softmax_parts(g, x, 1, &m, &sum));
   graph_output(g, "lse", graph_binary(g, GRAPH_OP_ADD, graph_unary(g, GRAPH_OP_LOG, sum), m));
   expect_row_statistics("softmax: max and sum stored with the output", g, 2, 2, 4);
 
   g = graph_new();
   s = SHAPE(3, 5, 48);
   x = graph_input(g, "x", GRAPH_F32, s);
-  GraphId inv_d = graph_splat(g, GRAPH_F32, SHAPE(3, 5, 1), 1.0 / 48);
-  GraphId mean = graph_binary(g, GRAPH_OP_MUL, graph_reduce(g, GRAPH_OP_REDUCE_SUM, x, 4), inv_d);
-  GraphId xc = graph_binary(g, GRAPH_OP_SUB, x, bcast(g, mean, s));
-  GraphId var = graph_binary(
-      g, GRAPH_OP_MUL,
-      graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_binary(g, GRAPH_OP_MUL, xc, xc), 4), inv_d);
+  GraphId mean, var, xc = centred_rows(g, x, &mean, &var);
   GraphId rstd = graph_unary(
       g, GRAPH_OP_RSQRT,
       graph_binary(g, GRAPH_OP_ADD, var, graph_splat(g, GRAPH_F32, SHAPE(3, 5, 1), 1e-5)));
