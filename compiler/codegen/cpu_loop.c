@@ -765,13 +765,6 @@ static void hoist_reductions(Emitter *e, const Index *row) {
   }
 }
 
-static bool is_hoisted(const Kernel *k, GraphId id) {
-  for (int i = 0; i < k->num_hoisted; i++)
-    if (k->hoisted[i].node == id)
-      return true;
-  return false;
-}
-
 /* A root reduction over leading axes, such as a bias's gradient (a sum
  * over batch and positions into [1, 1, N]) or a position embedding's (over
  * the batch into [1, T, N]). Reading down a column for each output element
@@ -975,7 +968,7 @@ static void emit_row_part(Emitter *e, const Index *row, int slot) {
   LLVMValueRef v[3];
   int count = slot < 0 ? kernel_outputs(k, out) : 1;
   for (int o = 0; o < count; o++)
-    v[o] = o > 0 && is_hoisted(k, out[o]) ? NULL : emit(e, out[o], slot < 0 ? &at : &in);
+    v[o] = o > 0 && kernel_is_hoisted(k, out[o]) ? NULL : emit(e, out[o], slot < 0 ? &at : &in);
   LLVMValueRef linear = linear_of(e, &at);
   for (int o = 0; o < count; o++) {
     GraphDtype dtype = o == 0 ? root->dtype : node_of(e, out[o])->dtype;

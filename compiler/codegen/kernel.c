@@ -770,6 +770,13 @@ Graph *kernel_prepare(const Graph *in, const KernelPlanOptions *options, GraphId
   return out;
 }
 
+bool kernel_is_hoisted(const Kernel *k, GraphId id) {
+  for (int i = 0; i < k->num_hoisted; i++)
+    if (k->hoisted[i].node == id)
+      return true;
+  return false;
+}
+
 int kernel_outputs(const Kernel *k, GraphId out[3]) {
   int count = 0;
   out[count++] = k->root;

@@ -173,6 +173,8 @@ KernelPlan *kernel_plan_build(const Graph *g, const KernelPlanOptions *options, 
 /* The nodes kernel k writes, in the order of args[0 ..): the root, then
  * also and also_q where set; returns how many (1 to 3). */
 int kernel_outputs(const Kernel *k, GraphId out[3]);
+/* Whether `id` is one of kernel k's hoisted reductions. */
+bool kernel_is_hoisted(const Kernel *k, GraphId id);
 void kernel_plan_free(KernelPlan *plan);
 
 /* The buffer of a node, or NULL when it has none (inlined, free, unused). */

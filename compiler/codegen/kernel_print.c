@@ -10,13 +10,6 @@ const char *kernel_kind_name(KernelKind kind) {
   }
 }
 
-static bool is_hoisted(const Kernel *k, GraphId id) {
-  for (int i = 0; i < k->num_hoisted; i++)
-    if (k->hoisted[i].node == id)
-      return true;
-  return false;
-}
-
 void kernel_plan_print(const KernelPlan *plan, FILE *out) {
   const Graph *g = plan->graph;
   int64_t flops = 0;
@@ -31,7 +24,7 @@ void kernel_plan_print(const KernelPlan *plan, FILE *out) {
             kernel_kind_name(k->kind), (long long)k->rows, k->outer_axes,
             (long long)kernel_flops(plan, ki), (long long)kernel_bytes(plan, ki));
     for (int i = 0; i < k->num_nodes; i++)
-      fprintf(out, " %s%s%%%d", is_hoisted(k, k->nodes[i]) ? "^" : "",
+      fprintf(out, " %s%s%%%d", kernel_is_hoisted(k, k->nodes[i]) ? "^" : "",
               graph_op_name(graph_node(g, k->nodes[i])->op), k->nodes[i]);
     GraphId outputs[3];
     int first_in = kernel_outputs(k, outputs);

@@ -131,13 +131,6 @@ static bool copying_pays(const KernelPlan *plan, int ki, const Choice *c) {
   return copied <= inputs + out * (1 + c->num_copies);
 }
 
-static bool is_hoisted(const Kernel *k, GraphId id) {
-  for (int h = 0; h < k->num_hoisted; h++)
-    if (k->hoisted[h].node == id)
-      return true;
-  return false;
-}
-
 static int node_index(const Kernel *k, GraphId id) {
   for (int i = 0; i < k->num_nodes; i++)
     if (k->nodes[i] == id)
@@ -171,7 +164,7 @@ static bool copied_part(const KernelPlan *plan, const Kernel *k, bool *copied) {
     const GraphNode *n = graph_node(g, k->nodes[i]);
     for (int s = 0; copied[i] && s < n->num_inputs; s++) {
       int at = node_index(k, n->inputs[s]);
-      if (at >= 0 && !copied[at] && !is_hoisted(k, n->inputs[s]))
+      if (at >= 0 && !copied[at] && !kernel_is_hoisted(k, n->inputs[s]))
         return false;
     }
   }
@@ -201,9 +194,9 @@ static int passes_reading(const KernelPlan *plan, int ki, const Choice *c, int k
       GraphId x = n->inputs[s];
       int at = node_index(k, x); /* nodes in id order: x's flag is set */
       reads[i] = reads_root(plan, ki, c, x) || (at >= 0 && plan->placement[x] == KERNEL_INLINED &&
-                                                !is_hoisted(k, x) && reads[at]);
+                                                !kernel_is_hoisted(k, x) && reads[at]);
     }
-    passes += reads[i] && is_hoisted(k, k->nodes[i]);
+    passes += reads[i] && kernel_is_hoisted(k, k->nodes[i]);
   }
   return passes;
 }
