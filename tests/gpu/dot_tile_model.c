@@ -2,7 +2,8 @@
  * every thread of every block stages its share of the A and B tiles and
  * gathers its mma fragments with the formulas of ptx_dot_tile.h, as the
  * emitter does; mma.m16n8k8 itself is simulated from the PTX ISA's
- * fragment tables, written out here independently of the header. So a
+ * fragment tables, written out independently of the header in
+ * mma_fragments.h (which the PTX simulator shares). So a
  * wrong fragment or staging formula in the header gives a wrong C here.
  * Sizes are odd (edge tiles in m, n and k), with all four transposes and a
  * batch with a broadcast operand; results are checked against a naive
@@ -11,7 +12,7 @@
  *
  * The bf16 kernel (mma.m16n8k16 on bf16 tiles, B staged transposed) is
  * modelled the same way: staging and fragment formulas from the header,
- * mma.m16n8k16 simulated from the ISA's table written out here, and the
+ * mma.m16n8k16 simulated from the ISA's table (mma_fragments.h), and the
  * emitter's reading of each fragment register as one 32-bit word (its two
  * bf16 neighbours in shared memory) checked; C is compared with a naive
  * f32-accurate matmul of the bf16 inputs. */
@@ -21,35 +22,10 @@
 #include <string.h>
 
 #include "eval.h"
+#include "mma_fragments.h"
 #include "ptx_dot_tile.h"
 
 static int failures;
-
-/* mma.m16n8k8.row.col.f32.tf32.tf32.f32 over one warp's registers, per the
- * PTX ISA's fragment layouts (groupID = lane >> 2, threadID_in_group =
- * lane % 4): a0 (g, t), a1 (g + 8, t), a2 (g, t + 4), a3 (g + 8, t + 4);
- * b0 (k = t, n = g), b1 (k = t + 4, n = g); c0 (g, 2t), c1 (g, 2t + 1),
- * c2 (g + 8, 2t), c3 (g + 8, 2t + 1). */
-static void mma(float a[32][4], float b[32][2], float c[32][4]) {
-  float A[16][8], B[8][8], C[16][8];
-  for (int lane = 0; lane < 32; lane++) {
-    int g = lane >> 2, t = lane % 4;
-    A[g][t] = a[lane][0], A[g + 8][t] = a[lane][1];
-    A[g][t + 4] = a[lane][2], A[g + 8][t + 4] = a[lane][3];
-    B[t][g] = b[lane][0], B[t + 4][g] = b[lane][1];
-    C[g][2 * t] = c[lane][0], C[g][2 * t + 1] = c[lane][1];
-    C[g + 8][2 * t] = c[lane][2], C[g + 8][2 * t + 1] = c[lane][3];
-  }
-  for (int i = 0; i < 16; i++)
-    for (int j = 0; j < 8; j++)
-      for (int p = 0; p < 8; p++)
-        C[i][j] += A[i][p] * B[p][j];
-  for (int lane = 0; lane < 32; lane++) {
-    int g = lane >> 2, t = lane % 4;
-    c[lane][0] = C[g][2 * t], c[lane][1] = C[g][2 * t + 1];
-    c[lane][2] = C[g + 8][2 * t], c[lane][3] = C[g + 8][2 * t + 1];
-  }
-}
 
 /* bf16 round to nearest even (the inputs here are finite). */
 static float bf16(float x) {
@@ -58,35 +34,6 @@ static float bf16(float x) {
   u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
   memcpy(&x, &u, 4);
   return x;
-}
-
-/* mma.m16n8k16.row.col.f32.bf16.bf16.f32 per the PTX ISA's table: A
- * elements a0..a7 of a lane at rows g (a0, a1, a4, a5) or g + 8 (a2, a3,
- * a6, a7) and columns 2t + (i & 1), plus 8 for a4..a7; B elements b0..b3
- * at k = 2t + (i & 1), plus 8 for b2, b3, and n = g; C as for tf32. */
-static void mma16(float a[32][8], float b[32][4], float c[32][4]) {
-  float A[16][16], B[16][8], C[16][8];
-  for (int lane = 0; lane < 32; lane++) {
-    int g = lane >> 2, t = lane % 4;
-    for (int i = 0; i < 8; i++) {
-      int row = (i < 2 || (i >= 4 && i < 6)) ? g : g + 8;
-      int col = t * 2 + (i & 1) + (i >= 4 ? 8 : 0);
-      A[row][col] = a[lane][i];
-    }
-    for (int i = 0; i < 4; i++)
-      B[t * 2 + (i & 1) + (i >= 2 ? 8 : 0)][g] = b[lane][i];
-    C[g][2 * t] = c[lane][0], C[g][2 * t + 1] = c[lane][1];
-    C[g + 8][2 * t] = c[lane][2], C[g + 8][2 * t + 1] = c[lane][3];
-  }
-  for (int i = 0; i < 16; i++)
-    for (int j = 0; j < 8; j++)
-      for (int p = 0; p < 16; p++)
-        C[i][j] += A[i][p] * B[p][j];
-  for (int lane = 0; lane < 32; lane++) {
-    int g = lane >> 2, t = lane % 4;
-    c[lane][0] = C[g][2 * t], c[lane][1] = C[g][2 * t + 1];
-    c[lane][2] = C[g + 8][2 * t], c[lane][3] = C[g + 8][2 * t + 1];
-  }
 }
 
 #define TM (PTX_DOT_WARP_TILE / PTX_MMA_M)
@@ -184,7 +131,7 @@ static void model(const Dot *d, const float *A, const float *B, float *C) {
             for (int ni = 0; ni < TN; ni++) {
               for (int lane = 0; lane < 32; lane++)
                 memcpy(fc[lane], acc[warp * 32 + lane][mi][ni], sizeof fc[lane]);
-              mma(fa[mi], fb[ni], fc);
+              tfm_mma_m16n8k8_tf32(fa[mi], fb[ni], fc);
               for (int lane = 0; lane < 32; lane++)
                 memcpy(acc[warp * 32 + lane][mi][ni], fc[lane], sizeof fc[lane]);
             }
@@ -252,7 +199,7 @@ static void model16(const Dot *d, const float *A, const float *B, float *C) {
             for (int ni = 0; ni < TN; ni++) {
               for (int lane = 0; lane < 32; lane++)
                 memcpy(fc[lane], acc[warp * 32 + lane][mi][ni], sizeof fc[lane]);
-              mma16(fa[mi], fb[ni], fc);
+              tfm_mma_m16n8k16_bf16(fa[mi], fb[ni], fc);
               for (int lane = 0; lane < 32; lane++)
                 memcpy(acc[warp * 32 + lane][mi][ni], fc[lane], sizeof fc[lane]);
             }
