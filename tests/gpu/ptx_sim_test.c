@@ -1,0 +1,105 @@
+/* The PTX simulator's own checks (sim/ptx_sim.h): that it runs a warp's
+ * butterfly sum right, and that it reports what a GPU would do wrong or
+ * silently: a shuffle some lanes of the warp never reach, a barrier a
+ * thread exited before, a store past the end of an allocation, and PTX
+ * outside what it simulates, each with the PTX line. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/ptx_sim.h"
+
+static int failures;
+
+static const char WARP_SUM[] =
+    ".version 7.0\n"
+    ".target sm_80\n"
+    ".address_size 64\n"
+    "\n"
+    ".visible .entry warp_sum(\n"
+    "\t.param .u64 warp_sum_param_0,\n"
+    "\t.param .u64 warp_sum_param_1\n"
+    ")\n"
+    "{\n"
+    "\t.reg .pred %p<2>;\n"
+    "\t.reg .b32 %r<4>;\n"
+    "\t.reg .b64 %rd<5>;\n"
+    "\n"
+    "\tmov.u32 %r1, %tid.x;\n"
+    "\tld.param.u64 %rd1, [warp_sum_param_1];\n"
+    "\tcvt.u64.u32 %rd2, %r1;\n"
+    "\tsetp.ge.u64 %p1, %rd2, %rd1; // threads from param_1 on leave\n"
+    "\t@%p1 bra $L__done;\n"
+    "\tshfl.sync.bfly.b32 %r2, %r1, 16, 31, -1;\n" /* line 19 */
+    "\tadd.s32 %r1, %r1, %r2;\n"
+    "\tshfl.sync.bfly.b32 %r2, %r1, 8, 31, -1;\n"
+    "\tadd.s32 %r1, %r1, %r2;\n"
+    "\tshfl.sync.bfly.b32 %r2, %r1, 4, 31, -1;\n"
+    "\tadd.s32 %r1, %r1, %r2;\n"
+    "\tshfl.sync.bfly.b32 %r2, %r1, 2, 31, -1;\n"
+    "\tadd.s32 %r1, %r1, %r2;\n"
+    "\tshfl.sync.bfly.b32 %r2, %r1, 1, 31, -1;\n"
+    "\tadd.s32 %r1, %r1, %r2;\n"
+    "\tbar.sync 0;\n" /* line 29 */
+    "\tld.param.u64 %rd3, [warp_sum_param_0];\n"
+    "\tcvta.to.global.u64 %rd3, %rd3;\n"
+    "\tshl.b64 %rd4, %rd2, 2;\n"
+    "\tadd.s64 %rd3, %rd3, %rd4;\n"
+    "\tst.global.u32 [%rd3], %r1;\n" /* line 34 */
+    "$L__done:\n"
+    "\tret;\n"
+    "}\n";
+
+/* Runs warp_sum over `threads` threads with `limit` of them staying, into
+ * an allocation of `ints` ints; the simulator's message, or "" */
+static const char *run(const char *ptx, unsigned threads, int64_t limit, int ints, int *out) {
+  static char err[512];
+  PtxModule *m = ptx_sim_parse(ptx, err, sizeof err);
+  if (!m)
+    return err;
+  int *buffer = malloc(sizeof *buffer * (size_t)ints);
+  ptx_sim_add_region((uintptr_t)buffer, sizeof *buffer * (size_t)ints);
+  uint64_t address = (uintptr_t)buffer;
+  void *params[2] = {&address, &limit};
+  if (ptx_sim_launch(m, ptx_sim_entry(m, "warp_sum"), 1, threads, params, err, sizeof err) == 0)
+    err[0] = '\0';
+  if (out)
+    memcpy(out, buffer, sizeof *buffer * (size_t)ints);
+  ptx_sim_remove_region((uintptr_t)buffer);
+  free(buffer);
+  ptx_sim_free(m);
+  return err;
+}
+
+static void expect(const char *what, const char *message, const char *wanted) {
+  bool ok = wanted[0] ? strstr(message, wanted) != NULL : message[0] == '\0';
+  printf("%s %s: %s\n", ok ? "ok  " : "FAIL", what, message[0] ? message : "(no error)");
+  if (!ok) {
+    printf("     wanted: %s\n", wanted[0] ? wanted : "no error");
+    failures++;
+  }
+}
+
+int main(void) {
+  int out[64];
+  expect("a warp's butterfly sum", run(WARP_SUM, 32, 32, 32, out), "");
+  bool sums = true;
+  for (int i = 0; i < 32; i++)
+    sums &= out[i] == 31 * 32 / 2;
+  printf("%s every lane holds 0 + 1 + ... + 31 = 496 (lane 0: %d)\n", sums ? "ok  " : "FAIL", out[0]);
+  failures += !sums;
+  expect("two warps", run(WARP_SUM, 64, 64, 64, NULL), "");
+  expect("a shuffle half the warp skips", run(WARP_SUM, 32, 16, 32, NULL),
+         "PTX line 19: lane 16 exited before its warp's shfl.sync");
+  expect("a barrier the second warp skips", run(WARP_SUM, 64, 32, 64, NULL),
+         "PTX line 29: bar.sync waits for thread 32, which exited");
+  expect("a store past the allocation", run(WARP_SUM, 32, 32, 31, NULL),
+         "thread 31, PTX line 34: store of 4 bytes at");
+  char bad[sizeof WARP_SUM + 16];
+  snprintf(bad, sizeof bad, "%s", WARP_SUM);
+  memcpy(strstr(bad, "add.s32"), "sad.s32", 7);
+  expect("an instruction it does not simulate", run(bad, 32, 32, 32, NULL),
+         "line 20: unknown instruction 'sad.s32'");
+  return failures ? 1 : 0;
+}

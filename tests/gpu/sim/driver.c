@@ -1,0 +1,166 @@
+/* The CUDA driver API calls tfm's runtime makes (runtime/cuda.c), over the
+ * PTX simulator: built as a libcuda.so.1 that a test puts first on
+ * LD_LIBRARY_PATH, so that the codegen suites under TFM_CG_TARGET=cuda and
+ * binaries built with --target cuda run their GPU path, unchanged, on the
+ * CPU. Device memory is host memory (a device pointer is its address),
+ * filled with 0xff bytes when allocated; launches run to completion before
+ * they return. A simulator error prints its message on stderr and fails
+ * the launch (CUDA_ERROR_LAUNCH_FAILED), and cuGetErrorString returns it. */
+#define _POSIX_C_SOURCE 200809L /* posix_memalign */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ptx_sim.h"
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+enum {
+  CUDA_SUCCESS = 0,
+  CUDA_ERROR_INVALID_VALUE = 1,
+  CUDA_ERROR_OUT_OF_MEMORY = 2,
+  CUDA_ERROR_INVALID_IMAGE = 200,
+  CUDA_ERROR_NOT_FOUND = 500,
+  CUDA_ERROR_LAUNCH_FAILED = 719,
+};
+
+typedef struct SimFunction {
+  const PtxModule *module;
+  const PtxEntry *entry;
+} SimFunction;
+
+static char last_error[1024];
+
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT CUresult cuInit(unsigned flags) { return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS; }
+
+EXPORT CUresult cuDeviceGetCount(int *count) {
+  *count = 1;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGet(int *device, int ordinal) {
+  if (ordinal != 0)
+    return CUDA_ERROR_INVALID_VALUE;
+  *device = 0;
+  return CUDA_SUCCESS;
+}
+
+static int context_token;
+
+EXPORT CUresult cuCtxCreate_v2(void **context, unsigned flags, int device) {
+  (void)flags, (void)device;
+  *context = &context_token;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxDestroy_v2(void *context) {
+  (void)context;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSynchronize(void) { return CUDA_SUCCESS; }
+
+/* The JIT's error log option, as cuda.h numbers it. */
+enum { CU_JIT_ERROR_LOG_BUFFER = 5, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6 };
+
+EXPORT CUresult cuModuleLoadDataEx(void **module, const void *image, unsigned count,
+                                   int *options, void **values) {
+  const char *keep = getenv("TFM_PTX_SIM_KEEP"); /* a file: each module loaded is written there */
+  FILE *out = keep ? fopen(keep, "w") : NULL;
+  if (out) {
+    fputs(image, out);
+    fclose(out);
+  }
+  PtxModule *parsed = ptx_sim_parse(image, last_error, sizeof last_error);
+  if (!parsed) {
+    char *log = NULL;
+    size_t log_size = 0;
+    for (unsigned i = 0; i < count; i++) {
+      if (options[i] == CU_JIT_ERROR_LOG_BUFFER)
+        log = values[i];
+      else if (options[i] == CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES)
+        log_size = (size_t)(uintptr_t)values[i];
+    }
+    if (log && log_size)
+      snprintf(log, log_size, "ptx sim: %s", last_error);
+    fprintf(stderr, "ptx sim: %s\n", last_error);
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
+  *module = parsed;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
+  const PtxEntry *entry = ptx_sim_entry(module, name);
+  if (!entry)
+    return CUDA_ERROR_NOT_FOUND;
+  SimFunction *f = malloc(sizeof *f);
+  if (!f)
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  *f = (SimFunction){module, entry};
+  *function = f;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuLaunchKernel(void *function, unsigned grid_x, unsigned grid_y, unsigned grid_z,
+                               unsigned block_x, unsigned block_y, unsigned block_z,
+                               unsigned shared_bytes, void *stream, void **params, void **extra) {
+  (void)stream;
+  if (grid_y != 1 || grid_z != 1 || block_y != 1 || block_z != 1 || shared_bytes || extra) {
+    snprintf(last_error, sizeof last_error,
+             "ptx sim: only 1-D launches without dynamic shared memory are simulated");
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  const SimFunction *f = function;
+  if (ptx_sim_launch(f->module, f->entry, grid_x, block_x, params, last_error, sizeof last_error)) {
+    fprintf(stderr, "%s\n", last_error);
+    return CUDA_ERROR_LAUNCH_FAILED;
+  }
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *ptr, size_t bytes) {
+  void *p = NULL;
+  if (posix_memalign(&p, 256, bytes ? bytes : 1))
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  memset(p, 0xff, bytes);
+  ptx_sim_add_region((uintptr_t)p, bytes);
+  *ptr = (CUdeviceptr)(uintptr_t)p;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
+  ptx_sim_remove_region((uintptr_t)ptr);
+  free((void *)(uintptr_t)ptr);
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
+  memcpy((void *)(uintptr_t)dst, src, bytes);
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
+  memcpy(dst, (const void *)(uintptr_t)src, bytes);
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, void *stream) {
+  (void)stream;
+  memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuGetErrorString(CUresult error, const char **text) {
+  *text = error == CUDA_ERROR_LAUNCH_FAILED || error == CUDA_ERROR_INVALID_IMAGE ||
+                  error == CUDA_ERROR_INVALID_VALUE
+              ? last_error
+              : error == CUDA_ERROR_NOT_FOUND ? "named symbol not found"
+              : error == CUDA_ERROR_OUT_OF_MEMORY ? "out of memory"
+                                                 : "unknown error";
+  return CUDA_SUCCESS;
+}
