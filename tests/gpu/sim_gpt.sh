@@ -11,7 +11,7 @@
 set -eu
 tfmc=$1 model=$2 corpus=$3 sim=$4 work=$5
 rm -rf "$work" && mkdir -p "$work"
-config=(-D vocab=80 -D d_model=32 -D heads=2 -D layers=2 -D seq_len=16 -D batch=4)
+config=(-D vocab=80 -D d_model=32 -D heads=2 -D layers=2 -D seq_len=8 -D batch=2)
 losses() { awk '/^step / { print $2, $4 }' "$1"; }
 for dtype in f32:2e-4 bf16:1e-2; do
   tolerance=${dtype#*:} dtype=${dtype%:*}

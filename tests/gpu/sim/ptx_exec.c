@@ -15,8 +15,6 @@
 #include "../mma_fragments.h"
 #include "ptx_sim_internal.h"
 
-int ptx_type_bytes(int type);
-
 /* ---- memory regions -------------------------------------------------- */
 
 typedef struct Region {
@@ -891,7 +889,15 @@ int ptx_sim_launch(const PtxModule *m, const PtxEntry *e, unsigned grid, unsigne
   b.params = calloc((size_t)e->param_bytes + 8, 1);
   b.shared = malloc((size_t)m->shared_bytes + 8);
   b.threads = calloc(block, sizeof *b.threads);
-  uint64_t *regs = calloc((size_t)block * (size_t)(m->num_regs + 1), sizeof *regs);
+  /* not zeroed: only the registers a thread can use, its entry's and
+   * the device functions', are (pages of the rest are never touched) */
+  uint64_t *regs = malloc((size_t)block * (size_t)(m->num_regs + 1) * sizeof *regs);
+  int ranges[2 * 64], num_ranges = 0;
+  for (int f = 0; f < m->num_entries && num_ranges < 64; f++)
+    if (&m->entries[f] == e || m->entries[f].device_function) {
+      ranges[2 * num_ranges] = m->entries[f].reg_first;
+      ranges[2 * num_ranges++ + 1] = m->entries[f].reg_end;
+    }
   uint8_t *local = calloc((size_t)block * (size_t)(e->local_bytes + 8), 1);
   uint8_t *frames = calloc((size_t)block * (size_t)(m->frame_bytes + 8), 1);
   int status = 0;
@@ -901,15 +907,17 @@ int ptx_sim_launch(const PtxModule *m, const PtxEntry *e, unsigned grid, unsigne
   }
   for (int i = 0; status == 0 && i < e->num_params; i++)
     memcpy(b.params + e->param_offset[i], params[i], (size_t)e->param_size[i]);
+  if (status == 0) /* shared memory starts undefined: 0xff bytes (NaN) show a read before a write */
+    memset(b.shared, 0xff, (size_t)m->shared_bytes);
   for (unsigned c = 0; status == 0 && c < grid; c++) {
     b.ctaid = c;
-    memset(b.shared, 0xff, (size_t)m->shared_bytes);
     for (unsigned i = 0; i < block; i++) {
       Thread *t = &b.threads[i];
       *t = (Thread){.regs = regs + (size_t)i * (size_t)(m->num_regs + 1), .pc = e->first,
                     .local = e->local_bytes ? local + (size_t)i * (size_t)(e->local_bytes + 8) : NULL,
                     .frame = frames + (size_t)i * (size_t)(m->frame_bytes + 8)};
-      memset(t->regs, 0, sizeof *regs * (size_t)m->num_regs);
+      for (int r = 0; r < num_ranges; r++)
+        memset(t->regs + ranges[2 * r], 0, sizeof *regs * (size_t)(ranges[2 * r + 1] - ranges[2 * r]));
     }
     if (!run_block(&b))
       status = -1;

@@ -149,16 +149,6 @@ static PtxType type_named(const char *s, size_t n) {
   return T_NONE;
 }
 
-int ptx_type_bytes(int type) {
-  switch (type) {
-  case T_B8: case T_U8: case T_S8: return 1;
-  case T_B16: case T_U16: case T_S16: case T_F16: case T_BF16: return 2;
-  case T_B64: case T_U64: case T_S64: case T_F64: return 8;
-  case T_PRED: return 1;
-  default: return 4;
-  }
-}
-
 static const struct { const char *name; PtxOp op; } OPS[] = {
     {"add", OP_ADD},     {"sub", OP_SUB},       {"mul", OP_MUL},   {"mad", OP_MAD},
     {"fma", OP_FMA},     {"div", OP_DIV},       {"rem", OP_REM},   {"abs", OP_ABS},
@@ -632,7 +622,7 @@ static bool parse_entry_header(Parser *ps, const char *s, const char *end) {
   GROW(m->entries, m->num_entries, m->cap_entries);
   PtxEntry *entry = &m->entries[m->num_entries++];
   *entry = (PtxEntry){.first = m->num_code, .local_symbol = -1, .frame_return = -1,
-                      .device_function = device_function};
+                      .device_function = device_function, .reg_first = m->num_regs};
   while (name < end && isspace((unsigned char)*name))
     name++;
   if (device_function && *name == '(') { /* the return variable */
@@ -675,6 +665,7 @@ static bool parse_entry_header(Parser *ps, const char *s, const char *end) {
 static bool end_function(Parser *ps) {
   PtxModule *m = ps->m;
   m->entries[m->num_entries - 1].end = m->num_code;
+  m->entries[m->num_entries - 1].reg_end = m->num_regs;
   for (int i = 0; i < ps->num_pending; i++) {
     Instr *in = &m->code[ps->pending[i]];
     int label = in->ops[0].target;

@@ -97,6 +97,7 @@ struct PtxEntry {
   int64_t param_bytes;
   int64_t param_offset[64];
   int param_size[64];
+  int reg_first, reg_end; /* its registers: [reg_first, reg_end) */
   int local_symbol;   /* its .local depot, -1 for none */
   int64_t local_bytes;
 };
@@ -115,5 +116,14 @@ struct PtxModule {
   int *reg_function;
   int cap_regs;
 };
+
+static inline int ptx_type_bytes(int type) {
+  switch (type) {
+  case T_B8: case T_U8: case T_S8: case T_PRED: return 1;
+  case T_B16: case T_U16: case T_S16: case T_F16: case T_BF16: return 2;
+  case T_B64: case T_U64: case T_S64: case T_F64: return 8;
+  default: return 4;
+  }
+}
 
 #endif
