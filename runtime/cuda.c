@@ -43,6 +43,7 @@ enum {
   X(module_load_data_ex, "cuModuleLoadDataEx",                                          \
     (CUmodule *module, const void *image, unsigned count, CUjit_option *options,        \
      void **values))                                                                    \
+  X(module_unload, "cuModuleUnload", (CUmodule module))                                \
   X(module_get_function, "cuModuleGetFunction",                                         \
     (CUfunction *function, CUmodule module, const char *name))                          \
   X(launch_kernel, "cuLaunchKernel",                                                    \
@@ -136,6 +137,10 @@ int tfm_cuda_module_load(tfm_cuda *cuda, const char *ptx, tfm_cuda_module *modul
   }
   *module = loaded;
   return TFM_OK;
+}
+
+int tfm_cuda_module_unload(tfm_cuda *cuda, tfm_cuda_module module) {
+  return check(cuda, cuda->module_unload(module), "cuModuleUnload");
 }
 
 int tfm_cuda_kernel_get(tfm_cuda *cuda, tfm_cuda_module module, const char *name,

@@ -63,6 +63,11 @@ typedef struct tfm_gpu_program {
  * and exits with status 1. */
 void tfm_gpu_run(const tfm_gpu_program *program, uint8_t *persistent, uint8_t *scratch);
 
+/* Unloads what the program's first run loaded (its module and kernels),
+ * for a program about to go with the library holding it (the codegen
+ * harness's cases); a later run would load them again. */
+void tfm_gpu_program_unload(const tfm_gpu_program *program);
+
 /* The program's update on the arena's device copy (the host's is then out
  * of date until tfm_gpu_arena_to_host); nothing before the arena's first
  * run. */

@@ -106,6 +106,15 @@ static GpuState *load(const tfm_gpu_program *p) {
   return s;
 }
 
+void tfm_gpu_program_unload(const tfm_gpu_program *p) {
+  GpuState *s = *p->state;
+  if (!s) return;
+  if (tfm_cuda_module_unload(cuda, s->module)) refuse();
+  free(s->kernels);
+  free(s);
+  *p->state = NULL;
+}
+
 static DeviceArena *find_arena(const uint8_t *persistent) {
   for (DeviceArena *a = arenas; a; a = a->next)
     if (a->host == persistent) return a;

@@ -156,6 +156,7 @@ int tfm_cuda_open(tfm_cuda **cuda, int ordinal);
 void tfm_cuda_close(tfm_cuda *cuda);
 
 int tfm_cuda_module_load(tfm_cuda *cuda, const char *ptx, tfm_cuda_module *module);
+int tfm_cuda_module_unload(tfm_cuda *cuda, tfm_cuda_module module);
 int tfm_cuda_kernel_get(tfm_cuda *cuda, tfm_cuda_module module, const char *name,
                         tfm_cuda_kernel *kernel);
 int tfm_cuda_launch(tfm_cuda *cuda, tfm_cuda_kernel kernel, const unsigned grid[3],

@@ -155,6 +155,9 @@ static bool load(const char *name, const KernelPlan *plan, const char *cpu, Load
 }
 
 static void unload(Loaded *l) {
+  const tfm_gpu_program *program = l->handle ? dlsym(l->handle, "model_gpu_program") : NULL;
+  if (program)
+    tfm_gpu_program_unload(program);
   if (l->handle)
     dlclose(l->handle);
   unlink(l->object);

@@ -62,7 +62,7 @@ static const char *run(const char *ptx, unsigned threads, int64_t limit, int int
   ptx_sim_add_region((uintptr_t)buffer, sizeof *buffer * (size_t)ints);
   uint64_t address = (uintptr_t)buffer;
   void *params[2] = {&address, &limit};
-  if (ptx_sim_launch(m, ptx_sim_entry(m, "warp_sum"), 1, threads, params, err, sizeof err) == 0)
+  if (ptx_sim_launch(ptx_sim_entry(m, "warp_sum"), 1, threads, params, err, sizeof err) == 0)
     err[0] = '\0';
   if (out)
     memcpy(out, buffer, sizeof *buffer * (size_t)ints);

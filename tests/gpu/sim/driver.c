@@ -26,11 +26,6 @@ enum {
   CUDA_ERROR_LAUNCH_FAILED = 719,
 };
 
-typedef struct SimFunction {
-  const PtxModule *module;
-  const PtxEntry *entry;
-} SimFunction;
-
 static char last_error[1024];
 
 #define EXPORT __attribute__((visibility("default")))
@@ -94,15 +89,17 @@ EXPORT CUresult cuModuleLoadDataEx(void **module, const void *image, unsigned co
   return CUDA_SUCCESS;
 }
 
+EXPORT CUresult cuModuleUnload(void *module) {
+  ptx_sim_free(module);
+  return CUDA_SUCCESS;
+}
+
+/* A function is its entry, which knows its module. */
 EXPORT CUresult cuModuleGetFunction(void **function, void *module, const char *name) {
   const PtxEntry *entry = ptx_sim_entry(module, name);
   if (!entry)
     return CUDA_ERROR_NOT_FOUND;
-  SimFunction *f = malloc(sizeof *f);
-  if (!f)
-    return CUDA_ERROR_OUT_OF_MEMORY;
-  *f = (SimFunction){module, entry};
-  *function = f;
+  *function = (void *)entry;
   return CUDA_SUCCESS;
 }
 
@@ -115,8 +112,7 @@ EXPORT CUresult cuLaunchKernel(void *function, unsigned grid_x, unsigned grid_y,
              "ptx sim: only 1-D launches without dynamic shared memory are simulated");
     return CUDA_ERROR_INVALID_VALUE;
   }
-  const SimFunction *f = function;
-  if (ptx_sim_launch(f->module, f->entry, grid_x, block_x, params, last_error, sizeof last_error)) {
+  if (ptx_sim_launch(function, grid_x, block_x, params, last_error, sizeof last_error)) {
     fprintf(stderr, "%s\n", last_error);
     return CUDA_ERROR_LAUNCH_FAILED;
   }

@@ -882,8 +882,9 @@ static bool run_block(Block *b) {
   }
 }
 
-int ptx_sim_launch(const PtxModule *m, const PtxEntry *e, unsigned grid, unsigned block,
-                   void **params, char *err, size_t err_size) {
+int ptx_sim_launch(const PtxEntry *e, unsigned grid, unsigned block, void **params, char *err,
+                   size_t err_size) {
+  const PtxModule *m = e->module;
   err[0] = '\0';
   Block b = {.m = m, .e = e, .nctaid = grid, .ntid = block, .err = err, .err_size = err_size};
   b.params = calloc((size_t)e->param_bytes + 8, 1);

@@ -850,6 +850,8 @@ PtxModule *ptx_sim_parse(const char *text, char *err, size_t err_size) {
     ptx_sim_free(m);
     return NULL;
   }
+  for (int i = 0; i < m->num_entries; i++)
+    m->entries[i].module = m;
   return m;
 }
 

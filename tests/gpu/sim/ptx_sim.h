@@ -33,10 +33,10 @@ const PtxEntry *ptx_sim_entry(const PtxModule *module, const char *name);
 void ptx_sim_add_region(uintptr_t base, size_t bytes);
 void ptx_sim_remove_region(uintptr_t base);
 
-/* Runs a launch of grid x block threads (x axes only, as tfm launches);
+/* Runs a launch of the entry, of grid x block threads (x axes only, as tfm launches);
  * params[i] points at parameter i's value. 0, or -1 with a message
  * naming the kernel, block, thread and PTX line in err. */
-int ptx_sim_launch(const PtxModule *module, const PtxEntry *entry, unsigned grid,
-                   unsigned block, void **params, char *err, size_t err_size);
+int ptx_sim_launch(const PtxEntry *entry, unsigned grid, unsigned block, void **params,
+                   char *err, size_t err_size);
 
 #endif

@@ -88,6 +88,7 @@ typedef struct Instr {
  * parameters and return variable are then FRAME symbols. */
 struct PtxEntry {
   char *name;
+  const PtxModule *module;
   bool device_function;
   int num_frame_params;
   int frame_param[8];  /* device function: its parameter symbols, in order */
