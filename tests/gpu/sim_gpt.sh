@@ -1,30 +1,63 @@
 #!/usr/bin/env bash
-# A small gpt built with --target cuda trains on the PTX simulator (SIM_DIR
-# holds its libcuda.so.1) as its --target cpu build does: the same loss at
-# every logged step, within 2e-4 in f32 (4 decimals printed; the GPU's
-# dots round to tf32) and within 1e-2 with --dtype bf16 (as
-# tests/gpu/run.sh holds a GPU to the CPU: 8 bits, different sums). This
-# runs the GPU path end to end without a GPU: the host code's launches,
-# the device arena (params and optimizer states kept on the device, the
-# update copied there) and every kernel's PTX.
+# A small gpt built with --target cuda runs on the PTX simulator (SIM_DIR
+# holds its libcuda.so.1 and libcublas.so.13) as its --target cpu build
+# does: the same loss at every step of 3, within 2e-4 in f32 (4 decimals
+# printed; the GPU's dots round to tf32), with --gemm=cublas too, and within
+# 1e-2 with --dtype bf16 (as tests/gpu/run.sh holds a GPU to the CPU: 8
+# bits, different sums). In f32 the GPU build also trains 2 steps, saves,
+# resumes to step 3, evaluates that checkpoint (the held-out loss within
+# 2e-4 of the CPU's) and generates from it. This runs the GPU path end to
+# end without a GPU: the host code's launches, the device arena (params and
+# optimizer states kept on the device, the update copied there, brought
+# back for a checkpoint, written after a load), and every kernel's PTX.
 # usage: sim_gpt.sh TFMC GPT_TFM CORPUS SIM_DIR WORKDIR
 set -eu
 tfmc=$1 model=$2 corpus=$3 sim=$4 work=$5
 rm -rf "$work" && mkdir -p "$work"
 config=(-D vocab=80 -D d_model=32 -D heads=2 -D layers=2 -D seq_len=8 -D batch=2)
-losses() { awk '/^step / { print $2, $4 }' "$1"; }
-for dtype in f32:2e-4 bf16:1e-2; do
-  tolerance=${dtype#*:} dtype=${dtype%:*}
-  "$tfmc" build "$model" "${config[@]}" --dtype $dtype --target cuda -o "$work/gpu_$dtype"
-  "$tfmc" build "$model" "${config[@]}" --dtype $dtype -o "$work/cpu_$dtype"
-  LD_LIBRARY_PATH=$sim "$work/gpu_$dtype" train --data "$corpus" --steps 3 --log-every 1 \
-    > "$work/gpu_$dtype.log" 2>&1 || { echo "FAIL: $dtype: the cuda build failed:"; cat "$work/gpu_$dtype.log"; exit 1; }
-  "$work/cpu_$dtype" train --data "$corpus" --steps 3 --log-every 1 > "$work/cpu_$dtype.log" 2>&1
-  if ! paste <(losses "$work/gpu_$dtype.log") <(losses "$work/cpu_$dtype.log") |
-       awk -v tol="$tolerance" '{ n++; d = $2 - $4; if ($1 != $3 || d > tol || -d > tol) bad = 1 }
-                               END { exit bad || n != 3 }'; then
-    echo "FAIL: $dtype: the simulated GPU's losses differ from the CPU's:"
-    paste <(losses "$work/gpu_$dtype.log") <(losses "$work/cpu_$dtype.log"); exit 1
+head -c 3000 "$corpus" > "$work/test.txt" # eval reads its last 10%
+losses() { awk '/^step / { split($2, s, "/"); print "step" s[1], $4 }' "$1"; }
+gpu() { LD_LIBRARY_PATH=$sim "$@"; }
+# agree NAME GPU_LINES CPU_LINES TOLERANCE COUNT: "label value" lines, pairwise
+agree() {
+  if ! paste <(echo "$2") <(echo "$3") |
+       awk -v tol="$4" -v n="$5" '{ k++; d = $2 - $4; if ($1 != $3 || d > tol || -d > tol) bad = 1 }
+                                  END { exit bad || k != n }'; then
+    echo "FAIL: $1: the simulated GPU's numbers differ from the CPU's:"
+    paste <(echo "$2") <(echo "$3")
+    exit 1
   fi
-  echo "ok: $dtype: 3 steps on the simulated GPU, losses as the CPU's (within $tolerance): $(losses "$work/gpu_$dtype.log" | tr '\n' ' ')"
+  echo "ok: $1 as the CPU's (within $4): $(echo "$2" | tr '\n' ' ')"
+}
+fail() { echo "FAIL: $1:"; cat "$2"; exit 1; }
+for variant in f32::2e-4 f32:--gemm=cublas:2e-4 bf16::1e-2; do
+  IFS=: read -r dtype gemm tolerance <<< "$variant"
+  name=$dtype${gemm:+_cublas}
+  "$tfmc" build "$model" "${config[@]}" --dtype "$dtype" --target cuda $gemm -o "$work/gpu_$name"
+  "$tfmc" build "$model" "${config[@]}" --dtype "$dtype" -o "$work/cpu_$name"
+  gpu "$work/gpu_$name" train --data "$corpus" --steps 3 --log-every 1 > "$work/gpu_$name.log" 2>&1 ||
+    fail "$name: the cuda build" "$work/gpu_$name.log"
+  "$work/cpu_$name" train --data "$corpus" --steps 3 --log-every 1 --save "$work/cpu_$name.ckpt" \
+    > "$work/cpu_$name.log" 2>&1
+  agree "$name ${gemm:-(generated dots)}: losses of 3 steps" "$(losses "$work/gpu_$name.log")" \
+    "$(losses "$work/cpu_$name.log")" "$tolerance" 3
 done
+
+ckpt=$work/gpu.ckpt
+gpu "$work/gpu_f32" train --data "$corpus" --steps 2 --log-every 1 --save "$ckpt" > "$work/save.log" 2>&1 ||
+  fail "f32: train 2 steps and save" "$work/save.log"
+gpu "$work/gpu_f32" train --data "$corpus" --steps 3 --log-every 1 --save "$ckpt" --resume \
+  > "$work/resume.log" 2>&1 || fail "f32: resume to step 3" "$work/resume.log"
+grep -q "^resuming from .* at step 2" "$work/resume.log" || fail "f32: no resume" "$work/resume.log"
+agree "f32: steps 1-2, saved, then step 3 resumed" \
+  "$(losses "$work/save.log"; losses "$work/resume.log")" "$(losses "$work/cpu_f32.log")" 2e-4 3
+heldout() { awk '/^held-out loss:/ { print "held-out", $3 }' "$1"; }
+gpu "$work/gpu_f32" eval --load "$ckpt" --test "$work/test.txt" > "$work/eval.log" 2>&1 ||
+  fail "f32: eval" "$work/eval.log"
+"$work/cpu_f32" eval --load "$work/cpu_f32.ckpt" --test "$work/test.txt" > "$work/cpu_eval.log" 2>&1
+agree "f32: eval of the resumed checkpoint" "$(heldout "$work/eval.log")" \
+  "$(heldout "$work/cpu_eval.log")" 2e-4 1
+gpu "$work/gpu_f32" generate --load "$ckpt" --prompt "The " --length 12 > "$work/generate.log" 2>&1 ||
+  fail "f32: generate" "$work/generate.log"
+grep -q "^The " "$work/generate.log" || fail "f32: generate printed no continuation" "$work/generate.log"
+echo "ok: f32: generate from the checkpoint: $(head -1 "$work/generate.log")"

@@ -94,10 +94,16 @@ static bool inside(uintptr_t a, size_t n, uintptr_t base, size_t bytes) {
   return a >= base && a + n <= base + bytes && a + n >= a;
 }
 
-static bool in_global(const Block *b, uintptr_t a, size_t n) {
+bool ptx_sim_inside(uintptr_t a, size_t n) {
   for (int i = 0; i < num_regions; i++)
     if (inside(a, n, regions[i].base, regions[i].bytes))
       return true;
+  return false;
+}
+
+static bool in_global(const Block *b, uintptr_t a, size_t n) {
+  if (ptx_sim_inside(a, n))
+    return true;
   for (int i = 0; i < b->m->num_symbols; i++) {
     const PtxSymbol *s = &b->m->symbols[i];
     if (s->kind == SYM_GLOBAL && inside(a, n, (uintptr_t)s->data, (size_t)s->bytes))

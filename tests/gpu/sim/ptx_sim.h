@@ -18,6 +18,7 @@
 #ifndef TFM_PTX_SIM_H
 #define TFM_PTX_SIM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -32,6 +33,8 @@ const PtxEntry *ptx_sim_entry(const PtxModule *module, const char *name);
 /* Memory the kernels may touch: [base, base + bytes). */
 void ptx_sim_add_region(uintptr_t base, size_t bytes);
 void ptx_sim_remove_region(uintptr_t base);
+/* Whether [base, base + bytes) lies inside one of those regions. */
+bool ptx_sim_inside(uintptr_t base, size_t bytes);
 
 /* Runs a launch of the entry, of grid x block threads (x axes only, as tfm launches);
  * params[i] points at parameter i's value. 0, or -1 with a message
