@@ -1,4 +1,7 @@
 #!/usr/bin/env bash
+# Both models built with --target cuda run on the PTX simulator as their
+# --target cpu builds do.
+#
 # A small gpt built with --target cuda runs on the PTX simulator (SIM_DIR
 # holds its libcuda.so.1 and libcublas.so.13) as its --target cpu build
 # does: the same loss at every step of 3, within 2e-4 in f32 (4 decimals
@@ -10,9 +13,15 @@
 # end without a GPU: the host code's launches, the device arena (params and
 # optimizer states kept on the device, the update copied there, brought
 # back for a checkpoint, written after a load), and every kernel's PTX.
-# usage: sim_gpt.sh TFMC GPT_TFM CORPUS SIM_DIR WORKDIR
+#
+# A small Transformer (models/transformer.tfm --variant small, narrower)
+# trains 3 steps on examples/numbers within 1e-3 of the CPU's losses (its
+# tf32 dots move them by 3e-4), saves, and translates 4 held-out pairs
+# (greedy decoding: the forward graphs run once a token) with the CPU's
+# held-out loss (within 1e-3) and the CPU's translations.
+# usage: sim_e2e.sh TFMC MODELS_DIR CORPUS NUMBERS_DATA_DIR SIM_DIR WORKDIR
 set -eu
-tfmc=$1 model=$2 corpus=$3 sim=$4 work=$5
+tfmc=$1 model=$2/gpt.tfm transformer=$2/transformer.tfm corpus=$3 numbers=$4 sim=$5 work=$6
 rm -rf "$work" && mkdir -p "$work"
 config=(-D vocab=80 -D d_model=32 -D heads=2 -D layers=2 -D seq_len=8 -D batch=2)
 head -c 3000 "$corpus" > "$work/test.txt" # eval reads its last 10%
@@ -61,3 +70,27 @@ gpu "$work/gpu_f32" generate --load "$ckpt" --prompt "The " --length 12 > "$work
   fail "f32: generate" "$work/generate.log"
 grep -q "^The " "$work/generate.log" || fail "f32: generate printed no continuation" "$work/generate.log"
 echo "ok: f32: generate from the checkpoint: $(head -1 "$work/generate.log")"
+
+config=(--variant small -D d_model=32 -D heads=2 -D d_ff=64 -D batch=4)
+"$tfmc" build "$transformer" "${config[@]}" --target cuda -o "$work/gpu_transformer"
+"$tfmc" build "$transformer" "${config[@]}" -o "$work/cpu_transformer"
+head -4 "$numbers/test.tsv" > "$work/test.tsv"
+for target in gpu cpu; do
+  run=()
+  [ $target = cpu ] || run=(gpu)
+  "${run[@]}" "$work/${target}_transformer" train --data "$numbers/train.tsv" --steps 3 --log-every 1 \
+    --save "$work/$target.transformer.ckpt" > "$work/${target}_transformer.log" 2>&1 ||
+    fail "transformer: $target training" "$work/${target}_transformer.log"
+  "${run[@]}" "$work/${target}_transformer" eval --load "$work/$target.transformer.ckpt" \
+    --test "$work/test.tsv" --show 4 > "$work/${target}_translate.log" 2>&1 ||
+    fail "transformer: $target eval" "$work/${target}_translate.log"
+done
+agree "transformer: losses of 3 steps" "$(losses "$work/gpu_transformer.log")" \
+  "$(losses "$work/cpu_transformer.log")" 1e-3 3
+agree "transformer: held-out loss" "$(heldout "$work/gpu_translate.log")" \
+  "$(heldout "$work/cpu_translate.log")" 1e-3 1
+translations() { grep -- ' ->  ' "$1"; }
+[ "$(translations "$work/gpu_translate.log")" = "$(translations "$work/cpu_translate.log")" ] &&
+  [ "$(translations "$work/gpu_translate.log" | wc -l)" -eq 4 ] ||
+  { echo "FAIL: transformer: translations differ:"; paste "$work/gpu_translate.log" "$work/cpu_translate.log"; exit 1; }
+echo "ok: transformer: the 4 greedy translations are the CPU's"
