@@ -1,8 +1,10 @@
 /* The PTX simulator's own checks (sim/ptx_sim.h): that it runs a warp's
  * butterfly sum right, and that it reports what a GPU would do wrong or
- * silently: a shuffle some lanes of the warp never reach, a barrier a
- * thread exited before, a store past the end of an allocation, and PTX
- * outside what it simulates, each with the PTX line. */
+ * silently: a shuffle some lanes of the warp never reach, lanes of a warp
+ * at two barriers, a store past the end of an allocation, and PTX outside
+ * what it simulates (an unknown instruction, an undeclared register),
+ * each with the PTX line; and that a barrier waits only for the threads
+ * that have not exited, as the PTX ISA says. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,11 +51,32 @@ static const char WARP_SUM[] =
     "\tst.global.u32 [%rd3], %r1;\n" /* line 34 */
     "$L__done:\n"
     "\tret;\n"
+    "}\n"
+    "\n"
+    ".visible .entry split_barrier(\n" /* line 38 */
+    "\t.param .u64 split_barrier_param_0,\n"
+    "\t.param .u64 split_barrier_param_1\n"
+    ")\n"
+    "{\n"
+    "\t.reg .pred %p<2>;\n"
+    "\t.reg .b32 %r<3>;\n"
+    "\n"
+    "\tmov.u32 %r1, %tid.x;\n"
+    "\tand.b32 %r2, %r1, 1;\n"
+    "\tsetp.eq.s32 %p1, %r2, 0;\n"
+    "\t@%p1 bra $L__even;\n"
+    "\tbar.sync 0;\n" /* line 51: odd lanes */
+    "\tbra.uni $L__end;\n"
+    "$L__even:\n"
+    "\tbar.sync 0;\n" /* line 54: even lanes */
+    "$L__end:\n"
+    "\tret;\n"
     "}\n";
 
-/* Runs warp_sum over `threads` threads with `limit` of them staying, into
+/* Runs `entry` over `threads` threads with `limit` of them staying, into
  * an allocation of `ints` ints; the simulator's message, or "" */
-static const char *run(const char *ptx, unsigned threads, int64_t limit, int ints, int *out) {
+static const char *run_entry(const char *ptx, const char *entry, unsigned threads, int64_t limit,
+                             int ints, int *out) {
   static char err[512];
   PtxModule *m = ptx_sim_parse(ptx, err, sizeof err);
   if (!m)
@@ -62,7 +85,7 @@ static const char *run(const char *ptx, unsigned threads, int64_t limit, int int
   ptx_sim_add_region((uintptr_t)buffer, sizeof *buffer * (size_t)ints);
   uint64_t address = (uintptr_t)buffer;
   void *params[2] = {&address, &limit};
-  if (ptx_sim_launch(ptx_sim_entry(m, "warp_sum"), 1, threads, params, err, sizeof err) == 0)
+  if (ptx_sim_launch(ptx_sim_entry(m, entry), 1, threads, params, err, sizeof err) == 0)
     err[0] = '\0';
   if (out)
     memcpy(out, buffer, sizeof *buffer * (size_t)ints);
@@ -70,6 +93,10 @@ static const char *run(const char *ptx, unsigned threads, int64_t limit, int int
   free(buffer);
   ptx_sim_free(m);
   return err;
+}
+
+static const char *run(const char *ptx, unsigned threads, int64_t limit, int ints, int *out) {
+  return run_entry(ptx, "warp_sum", threads, limit, ints, out);
 }
 
 static void expect(const char *what, const char *message, const char *wanted) {
@@ -92,8 +119,18 @@ int main(void) {
   expect("two warps", run(WARP_SUM, 64, 64, 64, NULL), "");
   expect("a shuffle half the warp skips", run(WARP_SUM, 32, 16, 32, NULL),
          "PTX line 19: lane 16 exited before its warp's shfl.sync");
-  expect("a barrier the second warp skips", run(WARP_SUM, 64, 32, 64, NULL),
-         "PTX line 29: bar.sync waits for thread 32, which exited");
+  /* a barrier waits for the threads that have not exited (PTX ISA, exit) */
+  expect("a barrier the second warp exited before", run(WARP_SUM, 64, 32, 64, out), "");
+  printf("%s the first warp's lanes hold 496 (lane 31: %d)\n", out[31] == 496 ? "ok  " : "FAIL",
+         out[31]);
+  failures += out[31] != 496;
+  expect("a warp's lanes at two barriers", run_entry(WARP_SUM, "split_barrier", 32, 0, 1, NULL),
+         "lanes 0 and 1 of a warp wait at different barriers (PTX lines 54 and 51)");
+  char undeclared[sizeof WARP_SUM + 16];
+  snprintf(undeclared, sizeof undeclared, "%s", WARP_SUM);
+  memcpy(strstr(undeclared, "%r1, %r2;"), "%r1, %r9;", 9);
+  expect("an undeclared register", run(undeclared, 32, 32, 32, NULL),
+         "line 20: '%r9' is neither a declared register");
   expect("a store past the allocation", run(WARP_SUM, 32, 32, 31, NULL),
          "thread 31, PTX line 34: store of 4 bytes at");
   char bad[sizeof WARP_SUM + 16];

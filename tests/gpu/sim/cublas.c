@@ -65,7 +65,7 @@ EXPORT int cublasSgemmStridedBatched(void *handle, int transa, int transb, int m
     return CUBLAS_STATUS_NOT_INITIALIZED;
   if (m < 0 || n < 0 || k < 0 || batch < 0)
     return CUBLAS_STATUS_INVALID_VALUE;
-  bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
+  bool ta = transa != CUBLAS_OP_N, tb = transb != CUBLAS_OP_N; /* OP_C is OP_T for real matrices */
   if (!inside("A", a, ta ? k : m, ta ? m : k, lda, stride_a, batch) ||
       !inside("B", b, tb ? n : k, tb ? k : n, ldb, stride_b, batch) ||
       !inside("C", c, m, n, ldc, stride_c, batch))

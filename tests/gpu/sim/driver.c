@@ -7,6 +7,7 @@
  * they return. A simulator error prints its message on stderr and fails
  * the launch (CUDA_ERROR_LAUNCH_FAILED), and cuGetErrorString returns it. */
 #define _POSIX_C_SOURCE 200809L /* posix_memalign */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +65,8 @@ enum { CU_JIT_ERROR_LOG_BUFFER = 5, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6 };
 
 EXPORT CUresult cuModuleLoadDataEx(void **module, const void *image, unsigned count,
                                    int *options, void **values) {
-  const char *keep = getenv("TFM_PTX_SIM_KEEP"); /* a file: each module loaded is written there */
+  /* a file: each module loaded is written there (the last one stays) */
+  const char *keep = getenv("TFM_PTX_SIM_KEEP");
   FILE *out = keep ? fopen(keep, "w") : NULL;
   if (out) {
     fputs(image, out);
@@ -135,18 +137,35 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr ptr) {
   return CUDA_SUCCESS;
 }
 
+/* Whether [ptr, ptr + bytes) is device memory, saying which copy when not. */
+static bool device_range(const char *call, CUdeviceptr ptr, size_t bytes) {
+  if (bytes == 0 || ptx_sim_inside((uintptr_t)ptr, bytes))
+    return true;
+  snprintf(last_error, sizeof last_error, "ptx sim: %s of %zu bytes at %#llx: outside every "
+           "allocation", call, bytes, ptr);
+  fprintf(stderr, "%s\n", last_error);
+  return false;
+}
+
 EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t bytes) {
+  if (!device_range("cuMemcpyHtoD", dst, bytes))
+    return CUDA_ERROR_INVALID_VALUE;
   memcpy((void *)(uintptr_t)dst, src, bytes);
   return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t bytes) {
+  if (!device_range("cuMemcpyDtoH", src, bytes))
+    return CUDA_ERROR_INVALID_VALUE;
   memcpy(dst, (const void *)(uintptr_t)src, bytes);
   return CUDA_SUCCESS;
 }
 
 EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t bytes, void *stream) {
   (void)stream;
+  if (!device_range("cuMemcpyDtoD (destination)", dst, bytes) ||
+      !device_range("cuMemcpyDtoD (source)", src, bytes))
+    return CUDA_ERROR_INVALID_VALUE;
   memmove((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes);
   return CUDA_SUCCESS;
 }

@@ -114,7 +114,7 @@ static bool in_global(const Block *b, uintptr_t a, size_t n) {
 
 static bool accessible(Block *b, Thread *t, int space, uintptr_t a, size_t n) {
   bool shared = inside(a, n, (uintptr_t)b->shared, (size_t)b->m->shared_bytes);
-  bool local = t->local && inside(a, n, (uintptr_t)t->local, (size_t)b->e->local_bytes);
+  bool local = inside(a, n, (uintptr_t)t->local, (size_t)b->m->local_bytes);
   switch (space) {
   case S_SHARED: return shared;
   case S_LOCAL: return local;
@@ -143,7 +143,7 @@ static uint64_t symbol_address(const Block *b, const Thread *t, int symbol) {
   const PtxSymbol *s = &b->m->symbols[symbol];
   switch (s->kind) {
   case SYM_SHARED: return (uintptr_t)(b->shared + s->offset);
-  case SYM_LOCAL: return (uintptr_t)t->local;
+  case SYM_LOCAL: return (uintptr_t)(t->local + s->offset);
   case SYM_PARAM: return (uintptr_t)(b->params + s->offset);
   case SYM_FRAME: return (uintptr_t)(t->frame + s->offset);
   default: return (uintptr_t)s->data;
@@ -152,7 +152,7 @@ static uint64_t symbol_address(const Block *b, const Thread *t, int symbol) {
 
 static uint64_t value(const Block *b, const Thread *t, const Operand *o) {
   switch (o->kind) {
-  case K_REG: return o->reg < 0 ? 0 : t->regs[o->reg];
+  case K_REG: return o->reg < 0 ? 0 : o->negated ? !(t->regs[o->reg] & 1) : t->regs[o->reg];
   case K_IMM: return o->imm;
   case K_SREG: return sreg(b, t, o->reg);
   case K_SYMBOL: return symbol_address(b, t, o->symbol);
@@ -564,6 +564,8 @@ static bool convert(Block *b, Thread *t, const Instr *in) {
     } else if (in->round >= R_RNI) {
       x = round_integral(x, in->round);
     }
+    if (in->flags & F_SAT) /* clamped to [0, 1], NaN to 0 */
+      x = isnan(x) ? 0 : x < 0 ? 0 : x > 1 ? 1 : x;
     if (to == T_F32)
       set(t, &in->ops[0], f32_bits(flush((float)x, ftz)), T_F32);
     else if (to == T_F64)
@@ -633,8 +635,8 @@ static bool load_store(Block *b, Thread *t, const Instr *in) {
     return fault(b, t, "a memory operand must be [address]");
   int size = ptx_type_bytes(in->type), count = in->vec ? in->vec : 1;
   uintptr_t a = address(b, t, addr);
-  if (a % (uintptr_t)size)
-    return fault(b, t, "misaligned %d-byte access at %#lx", size, (unsigned long)a);
+  if (a % (uintptr_t)(size * count)) /* a vector is aligned to its whole size */
+    return fault(b, t, "misaligned %d-byte access at %#lx", size * count, (unsigned long)a);
   if (!accessible(b, t, in->space, a, (size_t)(size * count)))
     return fault(b, t, "%s of %d bytes at %#lx, outside every %s", load ? "load" : "store",
                  size * count, (unsigned long)a,
@@ -810,15 +812,15 @@ static bool matrix_multiply(Block *b, Thread *lanes, const Instr *in) {
  * 1 when it ran, 0 when the warp is not waiting, -1 on an error. */
 static int resolve_warp(Block *b, int w) {
   Thread *lanes = &b->threads[w * 32];
-  int waiting = -1;
-  for (int l = 0; l < 32; l++)
+  int waiting = -1, count = (int)b->ntid - w * 32 < 32 ? (int)b->ntid - w * 32 : 32;
+  for (int l = 0; l < count; l++)
     if (lanes[l].state == WAIT_WARP)
       waiting = l;
   if (waiting < 0)
     return 0;
   int pc = lanes[waiting].pc;
   const Instr *in = &b->m->code[pc];
-  if ((unsigned)(w + 1) * 32 > b->ntid)
+  if (count < 32)
     return fault(b, &lanes[waiting], "a warp-wide instruction in a warp of fewer than 32 threads"), -1;
   for (int l = 0; l < 32; l++) {
     if (lanes[l].state == WAIT_WARP && lanes[l].pc == pc)
@@ -867,24 +869,30 @@ static bool run_block(Block *b) {
     }
     if (exited == n)
       return true;
-    if (at_barrier == n) {
+    /* A barrier waits for the threads that have not exited (PTX ISA,
+     * exit). bar.sync is .aligned: a warp's lanes must wait at the same one. */
+    if (at_barrier + exited == n) {
       for (unsigned i = 0; i < n; i++) {
-        b->threads[i].pc++;
-        b->threads[i].state = RUNNING;
+        Thread *t = &b->threads[i], *lead = &b->threads[i / 32 * 32];
+        if (t->state != WAIT_BARRIER)
+          continue;
+        while (lead->state != WAIT_BARRIER) /* stops at t at the latest */
+          lead++;
+        if (t->pc != lead->pc)
+          return fault(b, t, "lanes %u and %u of a warp wait at different barriers (PTX lines "
+                             "%d and %d): bar.sync is .aligned",
+                       (unsigned)(lead - b->threads) % 32, i % 32, b->m->code[lead->pc].line,
+                       b->m->code[t->pc].line);
       }
+      for (unsigned i = 0; i < n; i++)
+        if (b->threads[i].state == WAIT_BARRIER) {
+          b->threads[i].pc++;
+          b->threads[i].state = RUNNING;
+        }
       continue;
     }
-    Thread *t = &b->threads[first];
-    for (unsigned i = 0; i < n; i++)
-      if (b->threads[i].state == EXITED) {
-        if (at_barrier)
-          for (unsigned j = 0; j < n; j++)
-            if (b->threads[j].state == WAIT_BARRIER)
-              return fault(b, &b->threads[j], "bar.sync waits for thread %u, which exited", i);
-        break;
-      }
-    return fault(b, t, "deadlock: %u threads at barriers, the rest at warp-wide instructions "
-                 "their warps do not all reach", at_barrier);
+    return fault(b, &b->threads[first], "deadlock: %u threads at barriers, the rest at warp-wide "
+                 "instructions their warps do not all reach", at_barrier);
   }
 }
 
@@ -905,7 +913,7 @@ int ptx_sim_launch(const PtxEntry *e, unsigned grid, unsigned block, void **para
       ranges[2 * num_ranges] = m->entries[f].reg_first;
       ranges[2 * num_ranges++ + 1] = m->entries[f].reg_end;
     }
-  uint8_t *local = calloc((size_t)block * (size_t)(e->local_bytes + 8), 1);
+  uint8_t *local = calloc((size_t)block * (size_t)(m->local_bytes + 8), 1);
   uint8_t *frames = calloc((size_t)block * (size_t)(m->frame_bytes + 8), 1);
   int status = 0;
   if (!b.params || !b.shared || !b.threads || !regs || !local || !frames) {
@@ -914,14 +922,16 @@ int ptx_sim_launch(const PtxEntry *e, unsigned grid, unsigned block, void **para
   }
   for (int i = 0; status == 0 && i < e->num_params; i++)
     memcpy(b.params + e->param_offset[i], params[i], (size_t)e->param_size[i]);
-  if (status == 0) /* shared memory starts undefined: 0xff bytes (NaN) show a read before a write */
-    memset(b.shared, 0xff, (size_t)m->shared_bytes);
   for (unsigned c = 0; status == 0 && c < grid; c++) {
     b.ctaid = c;
+    /* each block's shared memory starts undefined: 0xff bytes (NaN) show a
+     * read before a write, also of what the block before left */
+    if (e->shared_end > e->shared_first)
+      memset(b.shared + e->shared_first, 0xff, (size_t)(e->shared_end - e->shared_first));
     for (unsigned i = 0; i < block; i++) {
       Thread *t = &b.threads[i];
       *t = (Thread){.regs = regs + (size_t)i * (size_t)(m->num_regs + 1), .pc = e->first,
-                    .local = e->local_bytes ? local + (size_t)i * (size_t)(e->local_bytes + 8) : NULL,
+                    .local = local + (size_t)i * (size_t)(m->local_bytes + 8),
                     .frame = frames + (size_t)i * (size_t)(m->frame_bytes + 8)};
       for (int r = 0; r < num_ranges; r++)
         memset(t->regs + ranges[2 * r], 0, sizeof *regs * (size_t)(ranges[2 * r + 1] - ranges[2 * r]));

@@ -28,6 +28,11 @@ typedef struct Parser {
   int *calls, num_calls, cap_calls;
   char **callees;
   int num_callees, cap_callees;
+  /* the function's .reg declarations: names, or prefixes with a count
+   * (%r<45> declares %r0 .. %r44) */
+  char **decl_names;
+  int *decl_counts; /* -1: the name itself */
+  int num_decls, cap_decls;
   /* registers by name (open addressing) */
   int *reg_slots;
   int reg_capacity;
@@ -174,8 +179,8 @@ static const char *const SPACES[] = {"", "global", "shared", "local", "param", "
 static const char *const SHUFFLES[] = {"bfly", "up", "down", "idx"};
 /* Parts that change nothing the simulator models. */
 static const char *const IGNORED[] = {"sync", "aligned", "uni", "nc", "volatile", "row", "col",
-                                      "m16n8k8", "m16n8k16", "full", "cta", "gpu", "sys",
-                                      "relaxed", "acq_rel", "sc", "to", NULL};
+                                      "full", "cta", "gpu", "sys", "relaxed", "acq_rel", "sc",
+                                      "to", NULL};
 
 static int find_word(const char *const *words, int count, const char *s, size_t n) {
   for (int i = 0; i < count; i++)
@@ -240,7 +245,9 @@ static bool parse_opcode(Parser *ps, Instr *in, const char *s, size_t n) {
       in->flags |= F_CC;
     } else if (word_is(part, len, "NaN")) {
       in->flags |= F_NAN;
-    } else if (find_word(IGNORED, 17, part, len) < 0) {
+    } else if (op == OP_MMA && (word_is(part, len, "m16n8k8") || word_is(part, len, "m16n8k16"))) {
+      in->mma_k = len == 7 ? 8 : 16;
+    } else if (find_word(IGNORED, 15, part, len) < 0) {
       return fail(ps, "'%.*s': the part '.%.*s' is not simulated", (int)n, s, (int)len, part);
     }
     part = next;
@@ -278,6 +285,49 @@ static bool parse_number(const char *s, size_t n, uint64_t *out) {
 
 static const char *const SREGS[] = {"%tid", "%ntid", "%ctaid", "%nctaid", "%laneid", "%warpid"};
 
+static bool declared(const Parser *ps, const char *s, size_t n) {
+  for (int i = 0; i < ps->num_decls; i++) {
+    const char *d = ps->decl_names[i];
+    size_t dn = strlen(d);
+    if (ps->decl_counts[i] < 0) {
+      if (dn == n && !memcmp(d, s, n))
+        return true;
+      continue;
+    }
+    if (n <= dn || memcmp(d, s, dn))
+      continue;
+    int64_t index = 0;
+    size_t k = dn;
+    while (k < n && isdigit((unsigned char)s[k]) && index < 1000000)
+      index = index * 10 + (s[k++] - '0');
+    if (k == n && index < ps->decl_counts[i])
+      return true;
+  }
+  return false;
+}
+
+/* ".reg .TYPE %name<N>" or ".reg .TYPE %a, %b" after "reg". */
+static bool parse_reg_declaration(Parser *ps, const char *s, const char *end) {
+  s = trim(s, &end);
+  while (s < end && *s == '.') /* the type */
+    while (s < end && !isspace((unsigned char)*s))
+      s++;
+  for (const char *p = s; p < end;) {
+    const char *comma = memchr(p, ',', (size_t)(end - p)), *item_end = comma ? comma : end;
+    const char *item = trim(p, &item_end);
+    p = comma ? comma + 1 : end;
+    if (item >= item_end)
+      continue;
+    const char *angle = memchr(item, '<', (size_t)(item_end - item));
+    GROW(ps->decl_names, ps->num_decls, ps->cap_decls);
+    if (!(ps->decl_counts = realloc(ps->decl_counts, sizeof *ps->decl_counts * (size_t)ps->cap_decls)))
+      abort();
+    ps->decl_names[ps->num_decls] = strndup(item, (size_t)((angle ? angle : item_end) - item));
+    ps->decl_counts[ps->num_decls++] = angle ? atoi(angle + 1) : -1;
+  }
+  return true;
+}
+
 static bool parse_register(Parser *ps, const char *s, size_t n, int *reg) {
   if (word_is(s, n, "_")) {
     *reg = -1;
@@ -285,6 +335,9 @@ static bool parse_register(Parser *ps, const char *s, size_t n, int *reg) {
   }
   if (n < 2 || s[0] != '%')
     return fail(ps, "'%.*s' is not a register", (int)n, s);
+  if (!declared(ps, s, n))
+    return fail(ps, "'%.*s' is neither a declared register nor a special register this "
+                    "simulator knows", (int)n, s);
   *reg = intern_reg(ps, s, n);
   return true;
 }
@@ -340,6 +393,11 @@ static bool parse_operand(Parser *ps, Operand *o, const char *s, const char *end
       o->offset += (int64_t)value;
     }
     return true;
+  }
+  if (*s == '!' && n > 1 && s[1] == '%') { /* a negated predicate */
+    o->kind = K_REG;
+    o->negated = true;
+    return parse_register(ps, s + 1, n - 1, &o->reg);
   }
   if (*s == '%') {
     const char *dot = memchr(s, '.', n);
@@ -467,6 +525,66 @@ static bool parse_call(Parser *ps, Instr *in, const char *s, const char *end) {
   return true;
 }
 
+static bool narrow_float(int type) { return type == T_F16 || type == T_BF16 || type == T_TF32; }
+static bool wide_float(int type) { return type == T_F32 || type == T_F64; }
+
+/* Whether the simulator gives the instruction its PTX meaning: anything
+ * else (f16 arithmetic, rounding toward zero or infinity, saturating
+ * integers, an mma of another shape) is refused rather than run as
+ * something near it. */
+static bool simulated(Parser *ps, const Instr *in) {
+  for (int i = 0; i < in->nops; i++)
+    if (in->ops[i].kind == K_LABEL && in->op != OP_BRA && in->op != OP_CALL)
+      return fail(ps, "unknown name '%s' (not a declared variable)", ps->labels[in->ops[i].target]);
+  int to = in->type, from = in->type2;
+  bool rn = in->round == R_NONE || in->round == R_RN;
+  switch (in->op) {
+  case OP_MMA: {
+    bool tf32 = from == T_TF32 && in->mma_k == 8, bf16 = from == T_BF16 && in->mma_k == 16;
+    static const int counts[4] = {4, 4, 2, 4};
+    bool ok = to == T_F32 && (tf32 || bf16) && in->nops == 4;
+    for (int i = 0; ok && i < 4; i++) {
+      ok = in->ops[i].kind == K_VEC && in->ops[i].count == counts[i];
+      for (int r = 0; ok && r < in->ops[i].count; r++)
+        ok = in->ops[i].vec[r] >= 0;
+    }
+    return ok || fail(ps, "only mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 and "
+                          ".m16n8k16.row.col.f32.bf16.bf16.f32 with all their registers are simulated");
+  }
+  case OP_CVT: {
+    bool ok;
+    if (to == T_TF32)
+      ok = from == T_F32 && in->round == R_RNA;
+    else if (to == T_BF16)
+      ok = from == T_F32 && in->round == R_RN;
+    else if (from == T_BF16)
+      ok = to == T_F32 && in->round == R_NONE;
+    else if (narrow_float(to) || narrow_float(from))
+      ok = false;
+    else if (wide_float(to) && wide_float(from)) /* to the same or a wider type: integral roundings */
+      ok = rn || (in->round >= R_RNI && in->round <= R_RPI && (to == from || to == T_F64));
+    else if (wide_float(to)) /* from an integer */
+      ok = rn && !(in->flags & F_SAT);
+    else if (wide_float(from)) /* to an integer: always saturating */
+      ok = in->round >= R_RNI && in->round <= R_RPI;
+    else
+      ok = in->round == R_NONE && !(in->flags & F_SAT);
+    return ok || fail(ps, "this conversion, rounding or saturation is not simulated");
+  }
+  case OP_LD: case OP_ST: case OP_MOV: case OP_SELP: case OP_CVTA: case OP_BRA: case OP_CALL:
+  case OP_RET: case OP_EXIT: case OP_BAR: case OP_MEMBAR: case OP_SHFL:
+    return true;
+  default:
+    if (narrow_float(to) || narrow_float(from))
+      return fail(ps, "f16, bf16 and tf32 arithmetic is not simulated");
+    if (!rn)
+      return fail(ps, "rounding other than .rn is not simulated");
+    if ((in->flags & F_SAT) && to != T_F32)
+      return fail(ps, ".sat is simulated for f32 only");
+    return true;
+  }
+}
+
 static bool parse_instruction(Parser *ps, const char *s, const char *end) {
   PtxModule *m = ps->m;
   GROW(m->code, m->num_code, m->cap_code);
@@ -491,6 +609,8 @@ static bool parse_instruction(Parser *ps, const char *s, const char *end) {
     return false;
   if (in->op == OP_CALL ? !parse_call(ps, in, s, end) : !parse_operands(ps, in, s, end))
     return false;
+  if (!simulated(ps, in))
+    return false;
   if (in->op == OP_BRA) {
     if (in->nops != 1 || in->ops[0].kind != K_LABEL)
       return fail(ps, "a branch needs one label");
@@ -506,7 +626,7 @@ static bool parse_instruction(Parser *ps, const char *s, const char *end) {
 /* ".align A .TYPE name[N] = {...}" after the state space word. */
 static bool parse_variable(Parser *ps, SymbolKind kind, const char *s, const char *end) {
   PtxModule *m = ps->m;
-  int64_t align = 1, elem = 0;
+  int64_t align = 0, elem = 0; /* without .align, the element's size */
   const char *p = s;
   while (p < end) {
     while (p < end && isspace((unsigned char)*p))
@@ -540,6 +660,8 @@ static bool parse_variable(Parser *ps, SymbolKind kind, const char *s, const cha
     if (elem == 0)
       return fail(ps, "a variable without a type");
     int64_t bytes = elem * count;
+    if (align <= 0)
+      align = elem;
     int sym = add_symbol(m, w, n, kind, bytes);
     PtxSymbol *v = &m->symbols[sym];
     if (kind == SYM_SHARED) {
@@ -547,13 +669,13 @@ static bool parse_variable(Parser *ps, SymbolKind kind, const char *s, const cha
       v->offset = m->shared_bytes;
       m->shared_bytes += bytes;
     } else if (kind == SYM_FRAME) {
-      m->frame_bytes = (m->frame_bytes + 7) / 8 * 8;
+      m->frame_bytes = (m->frame_bytes + align - 1) / align * align;
       v->offset = m->frame_bytes;
       m->frame_bytes += bytes;
     } else if (kind == SYM_LOCAL) {
-      PtxEntry *e = &m->entries[m->num_entries - 1];
-      e->local_symbol = sym;
-      e->local_bytes = bytes;
+      m->local_bytes = (m->local_bytes + align - 1) / align * align;
+      v->offset = m->local_bytes;
+      m->local_bytes += bytes;
     } else {
       v->data = calloc((size_t)bytes + 1, 1);
       const char *init = memchr(p, '=', (size_t)(end - p));
@@ -588,15 +710,19 @@ static int parse_param(Parser *ps, SymbolKind kind, const char *item, const char
     last--;
   const char *bracket = memchr(last, '[', (size_t)(item_end - last));
   size_t n = (size_t)((bracket ? bracket : item_end) - last);
-  int64_t size = 8, align = 8;
+  int64_t size = 8, align = 0;
   for (const char *dot = item; (dot = memchr(dot + 1, '.', (size_t)(last - dot - 1))) && dot < last;) {
     const char *w_end = dot;
     while (w_end < last && !isspace((unsigned char)*w_end))
       w_end++;
     PtxType t = type_named(dot + 1, (size_t)(w_end - dot - 1));
     if (t != T_NONE)
-      size = align = ptx_type_bytes(t);
+      size = ptx_type_bytes(t);
+    else if (word_is(dot, (size_t)(w_end - dot), ".align"))
+      align = strtoll(w_end, NULL, 10);
   }
+  if (align <= 0)
+    align = size;
   if (bracket)
     size *= strtoll(bracket + 1, NULL, 10);
   int sym = add_symbol(ps->m, last, n, kind, size);
@@ -605,7 +731,7 @@ static int parse_param(Parser *ps, SymbolKind kind, const char *item, const char
     ps->m->symbols[sym].offset = *param_bytes;
     *param_bytes += size;
   } else {
-    ps->m->frame_bytes = (ps->m->frame_bytes + 7) / 8 * 8;
+    ps->m->frame_bytes = (ps->m->frame_bytes + align - 1) / align * align;
     ps->m->symbols[sym].offset = ps->m->frame_bytes;
     ps->m->frame_bytes += size;
   }
@@ -621,7 +747,7 @@ static bool parse_entry_header(Parser *ps, const char *s, const char *end) {
   const char *name = device_function ? strstr(s, ".func") + 5 : e + 6;
   GROW(m->entries, m->num_entries, m->cap_entries);
   PtxEntry *entry = &m->entries[m->num_entries++];
-  *entry = (PtxEntry){.first = m->num_code, .local_symbol = -1, .frame_return = -1,
+  *entry = (PtxEntry){.first = m->num_code, .frame_return = -1,
                       .device_function = device_function, .reg_first = m->num_regs};
   while (name < end && isspace((unsigned char)*name))
     name++;
@@ -664,8 +790,22 @@ static bool parse_entry_header(Parser *ps, const char *s, const char *end) {
 
 static bool end_function(Parser *ps) {
   PtxModule *m = ps->m;
-  m->entries[m->num_entries - 1].end = m->num_code;
-  m->entries[m->num_entries - 1].reg_end = m->num_regs;
+  PtxEntry *e = &m->entries[m->num_entries - 1];
+  e->end = m->num_code;
+  e->reg_end = m->num_regs;
+  e->shared_first = m->shared_bytes;
+  for (int i = e->first; i < e->end; i++) /* the shared variables it names */
+    for (int o = 0; o < m->code[i].nops; o++) {
+      int sym = m->code[i].ops[o].symbol;
+      if (sym >= 0 && m->symbols[sym].kind == SYM_SHARED) {
+        const PtxSymbol *v = &m->symbols[sym];
+        e->shared_first = v->offset < e->shared_first ? v->offset : e->shared_first;
+        e->shared_end = v->offset + v->bytes > e->shared_end ? v->offset + v->bytes : e->shared_end;
+      }
+    }
+  for (int i = 0; i < ps->num_decls; i++)
+    free(ps->decl_names[i]);
+  ps->num_decls = 0;
   for (int i = 0; i < ps->num_pending; i++) {
     Instr *in = &m->code[ps->pending[i]];
     int label = in->ops[0].target;
@@ -798,8 +938,9 @@ static bool parse_module(Parser *ps) {
         ok = parse_variable(ps, SYM_FRAME, w + n, end);
       else if (depth == 0 && strstr(s, ".func") && strstr(s, ".func") < end)
         ; /* a device function's declaration: calls find its definition */
-      else if (!word_is(w, n, "reg") &&
-               !word_is(w, n, "pragma") && !word_is(w, n, "maxntid") &&
+      else if (word_is(w, n, "reg") && depth > 0)
+        ok = parse_reg_declaration(ps, w + n, end);
+      else if (!word_is(w, n, "pragma") && !word_is(w, n, "maxntid") &&
                !word_is(w, n, "reqntid") && !word_is(w, n, "minnctapersm"))
         ok = fail(ps, "the directive '.%.*s' is not simulated", (int)n, w);
     } else if (depth > 0) {
@@ -843,6 +984,10 @@ PtxModule *ptx_sim_parse(const char *text, char *err, size_t err_size) {
   free(ps.pending);
   free(ps.reg_slots);
   free(ps.calls);
+  for (int i = 0; i < ps.num_decls; i++)
+    free(ps.decl_names[i]);
+  free(ps.decl_names);
+  free(ps.decl_counts);
   for (int i = 0; i < ps.num_callees; i++)
     free(ps.callees[i]);
   free(ps.callees);

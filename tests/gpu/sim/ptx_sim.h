@@ -11,9 +11,17 @@
  * Device memory comes from cuMemAlloc filled with 0xff bytes (NaN as f32),
  * so a kernel that reads what nothing wrote shows it.
  *
+ * Stricter than the ISA: a warp's lanes must meet at the same shfl.sync
+ * (tfm's shuffles are converged by construction), as they must at an
+ * mma.sync or a bar.sync (.aligned). A barrier waits only for the threads
+ * that have not exited, as the ISA says.
+ *
  * Not modelled: timing, the memory model between blocks (blocks run one
  * after another), approximate instructions' exact error (ex2.approx is
- * exp2), tensor-core accumulation order (mma sums in double). driver.c puts
+ * exp2), tensor-core accumulation order (mma sums in f32, k in order).
+ * Instructions it cannot give their exact meaning (f16 arithmetic,
+ * roundings other than to nearest, integer saturation) are refused when
+ * the module is loaded. driver.c puts
  * it behind the CUDA driver API as a libcuda.so.1 (tests/gpu/CMakeLists.txt). */
 #ifndef TFM_PTX_SIM_H
 #define TFM_PTX_SIM_H

@@ -46,7 +46,8 @@ typedef enum { K_NONE, K_REG, K_IMM, K_ADDR, K_VEC, K_SYMBOL, K_SREG, K_LABEL } 
 enum { SR_TID, SR_NTID, SR_CTAID, SR_NCTAID, SR_LANEID, SR_WARPID, SR_COUNT };
 
 /* Symbols: module-level .global/.const/.shared variables, a function's
- * .local depot, an entry's parameters, and the parameters a thread passes
+ * .local variables (each its own offset in every thread's local memory),
+ * an entry's parameters, and the parameters a thread passes
  * and receives in a call (a device function's, the caller's argument and
  * return variables: each has its own offset in every thread's frame, as
  * nothing recurses). */
@@ -56,7 +57,7 @@ typedef struct PtxSymbol {
   SymbolKind kind;
   int64_t bytes;
   int64_t offset;    /* SHARED: into the block's shared memory; PARAM: into the parameters;
-                      * FRAME: into the thread's frame */
+                      * FRAME, LOCAL: into the thread's frame, its local memory */
   uint8_t *data;     /* GLOBAL: its storage */
   int entry;         /* LOCAL, PARAM: the function declaring it */
 } PtxSymbol;
@@ -66,6 +67,7 @@ typedef struct Operand {
   int reg;          /* K_REG, K_ADDR base (-1: a symbol or absolute), K_SREG index */
   int symbol;       /* K_ADDR / K_SYMBOL: symbol index, else -1 */
   int64_t offset;   /* K_ADDR */
+  bool negated;     /* K_REG: a predicate read as its negation ('!%p') */
   uint64_t imm;     /* K_IMM: the bits (0f... and 0d... floats kept as bits) */
   int count;        /* K_VEC */
   int vec[4];       /* K_VEC: register numbers (-1: the sink '_') */
@@ -74,6 +76,7 @@ typedef struct Operand {
 
 typedef struct Instr {
   uint8_t op, type, type2, round, compare, space, vec, shuffle;
+  uint8_t mma_k;    /* mma: the shape's k (8: m16n8k8, 16: m16n8k16) */
   uint16_t flags;
   int guard;        /* predicate register, -1 for none */
   bool guard_negated;
@@ -99,8 +102,7 @@ struct PtxEntry {
   int64_t param_offset[64];
   int param_size[64];
   int reg_first, reg_end; /* its registers: [reg_first, reg_end) */
-  int local_symbol;   /* its .local depot, -1 for none */
-  int64_t local_bytes;
+  int64_t shared_first, shared_end; /* the shared memory its instructions name */
 };
 
 struct PtxModule {
@@ -112,6 +114,7 @@ struct PtxModule {
   int num_symbols, cap_symbols;
   int64_t shared_bytes;   /* all module-level .shared variables */
   int64_t frame_bytes;    /* every FRAME symbol, a thread's */
+  int64_t local_bytes;    /* every LOCAL symbol, a thread's */
   int num_regs;           /* registers are numbered per function and name */
   char **reg_names;
   int *reg_function;
