@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Both models built with --target cuda run on the PTX simulator as their
-# --target cpu builds do.
+# Both models, and the recurrent encoder-decoder, built with --target cuda
+# run on the PTX simulator as their --target cpu builds do.
 #
-# A small gpt built with --target cuda runs on the PTX simulator (SIM_DIR
+# A small gpt with dropout (p_drop 0.1: the GPU draws the CPU's masks)
+# built with --target cuda runs on the PTX simulator (SIM_DIR
 # holds its libcuda.so.1 and libcublas.so.13) as its --target cpu build
 # does: the same loss at every step of 3, within 2e-4 in f32 (4 decimals
 # printed; the GPU's dots round to tf32), with --gemm=cublas too, and within
@@ -19,11 +20,18 @@
 # tf32 dots move them by 3e-4), saves, and translates 4 held-out pairs
 # (greedy decoding: the forward graphs run once a token) with the CPU's
 # held-out loss (within 1e-3) and the CPU's translations.
-# usage: sim_e2e.sh TFMC MODELS_DIR CORPUS NUMBERS_DATA_DIR SIM_DIR WORKDIR
+#
+# examples/seq2seq/rnn.tfm (GRU with additive attention, narrower) trains
+# 3 steps within 2e-4 of the CPU's losses and beam-searches (width 3) the
+# held-out pairs among the first 4 that fit src_len to the CPU's
+# translations and log-probabilities (within 1e-4).
+# usage: sim_e2e.sh TFMC MODELS_DIR CORPUS NUMBERS_DATA_DIR SEQ2SEQ_DIR SEQ2SEQ_GEN SIM_DIR WORKDIR
+#   SEQ2SEQ_DIR: examples/seq2seq in the source tree; SEQ2SEQ_GEN: its data generator
 set -eu
-tfmc=$1 model=$2/gpt.tfm transformer=$2/transformer.tfm corpus=$3 numbers=$4 sim=$5 work=$6
+tfmc=$1 model=$2/gpt.tfm transformer=$2/transformer.tfm corpus=$3 numbers=$4 seq2seq=$5
+seq2seq_gen=$6 sim=$7 work=$8
 rm -rf "$work" && mkdir -p "$work"
-config=(-D vocab=80 -D d_model=32 -D heads=2 -D layers=2 -D seq_len=8 -D batch=2)
+config=(-D vocab=80 -D d_model=32 -D heads=2 -D layers=2 -D seq_len=8 -D batch=2 -D p_drop=0.1)
 head -c 3000 "$corpus" > "$work/test.txt" # eval reads its last 10%
 losses() { awk '/^step / { split($2, s, "/"); print "step" s[1], $4 }' "$1"; }
 gpu() { LD_LIBRARY_PATH=$sim "$@"; }
@@ -94,3 +102,28 @@ translations() { grep -- ' ->  ' "$1"; }
   [ "$(translations "$work/gpu_translate.log" | wc -l)" -eq 4 ] ||
   { echo "FAIL: transformer: translations differ:"; paste "$work/gpu_translate.log" "$work/cpu_translate.log"; exit 1; }
 echo "ok: transformer: the 4 greedy translations are the CPU's"
+
+config=(--variant gru_additive -D d_emb=16 -D d=32 -D batch=4 -D src_len=12 -D tgt_len=12)
+mkdir -p "$work/seq2seq" && "$seq2seq_gen" "$work/seq2seq" > /dev/null
+head -4 "$work/seq2seq/test.tsv" > "$work/seq2seq/test4.tsv" # pairs over src_len are left out
+"$tfmc" build "$seq2seq/rnn.tfm" "${config[@]}" --target cuda -o "$work/gpu_rnn"
+"$tfmc" build "$seq2seq/rnn.tfm" "${config[@]}" -o "$work/cpu_rnn"
+for target in gpu cpu; do
+  run=()
+  [ $target = cpu ] || run=(gpu)
+  "${run[@]}" "$work/${target}_rnn" train --data "$work/seq2seq/train.tsv" --steps 3 --log-every 1 \
+    --save "$work/$target.rnn.ckpt" > "$work/${target}_rnn.log" 2>&1 ||
+    fail "rnn: $target training" "$work/${target}_rnn.log"
+  "${run[@]}" "$work/${target}_rnn" translate --load "$work/$target.rnn.ckpt" --beam 3 --scores \
+    --test "$work/seq2seq/test4.tsv" > "$work/${target}_beam.log" 2>&1 ||
+    fail "rnn: $target beam search" "$work/${target}_beam.log"
+done
+agree "rnn: losses of 3 steps" "$(losses "$work/gpu_rnn.log")" "$(losses "$work/cpu_rnn.log")" 2e-4 3
+# "source -> translation (expected: ...) [logp L, score S]": the text, then the log-probability
+beams() { sed -n 's/^\(.*\) *\[logp .*/\1/p' "$1"; }
+logps() { sed -n 's/.*\[logp \([-0-9.e]*\),.*/logp \1/p' "$1"; }
+pairs=$(beams "$work/cpu_beam.log" | wc -l)
+[ "$(beams "$work/gpu_beam.log")" = "$(beams "$work/cpu_beam.log")" ] && [ "$pairs" -ge 2 ] ||
+  { echo "FAIL: rnn: beam search translations differ:"; paste "$work/gpu_beam.log" "$work/cpu_beam.log"; exit 1; }
+agree "rnn: beam search (width 3) of $pairs pairs, the CPU's translations; their log-probabilities" \
+  "$(logps "$work/gpu_beam.log")" "$(logps "$work/cpu_beam.log")" 1e-4 "$pairs"
