@@ -4,9 +4,10 @@
 # ptxas -v), no kernel may spill, and emit ptx must carry the right header.
 # Exit 77 (skipped) only when there is no ptxas. DTYPE (f32 by default) is
 # tfmc's --dtype: with bf16 the dots are mma.m16n8k16 bf16 kernels.
-# usage: ptx_models.sh TFMC MODELS_DIR [DTYPE]
+# SIM_LOAD (gpu_ptx_sim_test) also loads each PTX into the PTX simulator.
+# usage: ptx_models.sh TFMC MODELS_DIR [DTYPE [SIM_LOAD]]
 set -eu
-tfmc=$1 models=$2 dtype=${3:-f32}
+tfmc=$1 models=$2 dtype=${3:-f32} sim_load=${4:-}
 . "$(dirname "$0")/find_ptxas.sh"
 # sm_80 through emit kernels (its ptxas -v table), sm_90 through emit ptx
 # and ptxas -v here: each PTX is generated and assembled once.
@@ -32,4 +33,5 @@ for model in gpt transformer; do
     echo "FAIL: $model sm_90: a kernel spills"; exit 1
   fi
   echo "ok: $model train graph ($dtype), sm_90: $entries entries accepted, no spills"
+  [ -z "$sim_load" ] || "$sim_load" "$work/p.ptx"
 done

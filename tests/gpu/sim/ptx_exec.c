@@ -921,7 +921,8 @@ int ptx_sim_launch(const PtxEntry *e, unsigned grid, unsigned block, void **para
     status = -1;
   }
   for (int i = 0; status == 0 && i < e->num_params; i++)
-    memcpy(b.params + e->param_offset[i], params[i], (size_t)e->param_size[i]);
+    memcpy(b.params + m->symbols[e->params[i]].offset, params[i],
+           (size_t)m->symbols[e->params[i]].bytes);
   for (unsigned c = 0; status == 0 && c < grid; c++) {
     b.ctaid = c;
     /* each block's shared memory starts undefined: 0xff bytes (NaN) show a

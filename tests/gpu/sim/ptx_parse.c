@@ -774,16 +774,16 @@ static bool parse_entry_header(Parser *ps, const char *s, const char *end) {
     p = comma ? comma + 1 : close;
     if (item == item_end)
       continue;
-    if (entry->num_params == 64 || entry->num_frame_params == 8)
-      return fail(ps, "too many parameters");
+    if (entry->num_frame_params == 8)
+      return fail(ps, "a device function with more than 8 parameters");
     if (device_function) {
       entry->frame_param[entry->num_frame_params++] =
           parse_param(ps, SYM_FRAME, item, item_end, &entry->param_bytes);
       continue;
     }
     int sym = parse_param(ps, SYM_PARAM, item, item_end, &entry->param_bytes);
-    entry->param_offset[entry->num_params] = m->symbols[sym].offset;
-    entry->param_size[entry->num_params++] = (int)m->symbols[sym].bytes;
+    GROW(entry->params, entry->num_params, entry->cap_params);
+    entry->params[entry->num_params++] = sym;
   }
   return true;
 }
@@ -1003,8 +1003,10 @@ PtxModule *ptx_sim_parse(const char *text, char *err, size_t err_size) {
 void ptx_sim_free(PtxModule *m) {
   if (!m)
     return;
-  for (int i = 0; i < m->num_entries; i++)
+  for (int i = 0; i < m->num_entries; i++) {
     free(m->entries[i].name);
+    free(m->entries[i].params);
+  }
   for (int i = 0; i < m->num_symbols; i++) {
     free(m->symbols[i].name);
     free(m->symbols[i].data);

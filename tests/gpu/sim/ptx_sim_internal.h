@@ -99,8 +99,8 @@ struct PtxEntry {
   int first, end;     /* instructions [first, end) */
   int num_params;
   int64_t param_bytes;
-  int64_t param_offset[64];
-  int param_size[64];
+  int *params;         /* an entry's parameter symbols, in order */
+  int cap_params;
   int reg_first, reg_end; /* its registers: [reg_first, reg_end) */
   int64_t shared_first, shared_end; /* the shared memory its instructions name */
 };
