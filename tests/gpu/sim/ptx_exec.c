@@ -150,7 +150,7 @@ static uint64_t symbol_address(const Block *b, const Thread *t, int symbol) {
   }
 }
 
-static uint64_t value(const Block *b, const Thread *t, const Operand *o) {
+static uint64_t value_other(const Block *b, const Thread *t, const Operand *o) {
   switch (o->kind) {
   case K_REG: return o->reg < 0 ? 0 : o->negated ? !(t->regs[o->reg] & 1) : t->regs[o->reg];
   case K_IMM: return o->imm;
@@ -160,6 +160,11 @@ static uint64_t value(const Block *b, const Thread *t, const Operand *o) {
   }
 }
 
+/* An operand's value: a register's in one step, the rest through the switch. */
+static inline uint64_t value(const Block *b, const Thread *t, const Operand *o) {
+  return o->kind == K_REG && o->reg >= 0 && !o->negated ? t->regs[o->reg] : value_other(b, t, o);
+}
+
 static uintptr_t address(const Block *b, const Thread *t, const Operand *o) {
   uint64_t base = o->reg >= 0 ? t->regs[o->reg] : o->symbol >= 0 ? symbol_address(b, t, o->symbol) : 0;
   return (uintptr_t)(base + (uint64_t)o->offset);
@@ -167,7 +172,7 @@ static uintptr_t address(const Block *b, const Thread *t, const Operand *o) {
 
 /* ---- typed values ------------------------------------------------------ */
 
-static int bits_of(int type) { return type == T_PRED ? 1 : 8 * ptx_type_bytes(type); }
+static inline int bits_of(int type) { return type == T_PRED ? 1 : 8 * ptx_type_bytes(type); }
 static bool is_signed(int type) { return type >= T_S8 && type <= T_S64; }
 static bool is_float(int type) { return type == T_F32 || type == T_F64; }
 
@@ -207,7 +212,7 @@ static float flush(float x, bool ftz) {
 }
 
 /* Writes the destination operand (a register; a vector when unpacking). */
-static void set(Thread *t, const Operand *o, uint64_t v, int type) {
+static inline void set(Thread *t, const Operand *o, uint64_t v, int type) {
   if (o->kind == K_REG && o->reg >= 0)
     t->regs[o->reg] = mask_bits(v, bits_of(type));
 }
@@ -635,7 +640,7 @@ static bool load_store(Block *b, Thread *t, const Instr *in) {
     return fault(b, t, "a memory operand must be [address]");
   int size = ptx_type_bytes(in->type), count = in->vec ? in->vec : 1;
   uintptr_t a = address(b, t, addr);
-  if (a % (uintptr_t)(size * count)) /* a vector is aligned to its whole size */
+  if (a & (uintptr_t)(size * count - 1)) /* a vector is aligned to its whole size (a power of 2) */
     return fault(b, t, "misaligned %d-byte access at %#lx", size * count, (unsigned long)a);
   if (!accessible(b, t, in->space, a, (size_t)(size * count)))
     return fault(b, t, "%s of %d bytes at %#lx, outside every %s", load ? "load" : "store",
