@@ -4,8 +4,9 @@
  * the same warp-wide instruction it runs for the warp, and when every live
  * thread of the block waits at a barrier the barrier opens. Any other
  * meeting (a lane exited or waiting elsewhere while its warp waits at a
- * shfl or mma, a barrier some threads never reach) is an error, as is a
- * memory access outside what the kernel may touch. */
+ * shfl or mma, a warp's lanes at different barriers, threads waiting for
+ * each other) is an error, as is a memory access outside what the kernel
+ * may touch. A barrier waits only for the threads that have not exited. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -72,7 +73,6 @@ typedef struct Block {
   Thread *threads;
   char *err;
   size_t err_size;
-  int faulting_thread;
 } Block;
 
 static bool fault(Block *b, const Thread *t, const char *format, ...) {
@@ -529,80 +529,63 @@ static double round_integral(double x, int round) {
   }
 }
 
+/* Float to integer: rounded as asked, saturating, NaN to 0 (PTX ISA). */
+static uint64_t float_to_integer(double x, int round, int to) {
+  if (isnan(x))
+    return 0;
+  int bits = bits_of(to);
+  x = round_integral(x, round);
+  double lo = is_signed(to) ? -ldexp(1, bits - 1) : 0;
+  double limit = is_signed(to) ? ldexp(1, bits - 1) : ldexp(1, bits);
+  if (x < lo)
+    return is_signed(to) ? (uint64_t)1 << (bits - 1) : 0;
+  if (x >= limit)
+    return is_signed(to) ? ((uint64_t)1 << (bits - 1)) - 1 : mask_bits(~0ull, bits);
+  return is_signed(to) ? (uint64_t)(int64_t)x : (uint64_t)x;
+}
+
+/* cvt, in the combinations ptx_parse.c's `simulated` admits. */
 static bool convert(Block *b, Thread *t, const Instr *in) {
-  int to = in->type, from = in->type2;
-  if (to == T_F16 || from == T_F16 || to == T_NONE || from == T_NONE)
-    return fault(b, t, "this conversion is not simulated");
+  int to = in->type, from = in->type2, bits_from = bits_of(from);
   uint64_t raw = value(b, t, &in->ops[1]);
   bool ftz = in->flags & F_FTZ;
-  if (to == T_TF32 && from == T_F32) {
+  if (to == T_TF32) { /* from f32, .rna */
     set(t, &in->ops[0], tf32_from_f32(raw), T_B32);
     return true;
   }
-  if (to == T_BF16 && from == T_F32) {
+  if (to == T_BF16) { /* from f32, .rn */
     set(t, &in->ops[0], bf16_from_f32(as_f32(raw)), T_B16);
     return true;
   }
-  double x;
-  bool integer_source = !is_float(from) && from != T_BF16;
-  if (from == T_F32)
-    x = flush(as_f32(raw), ftz);
-  else if (from == T_F64)
-    x = as_f64(raw);
-  else if (from == T_BF16)
-    x = as_f32((raw & 0xffff) << 16);
-  else
-    x = 0;
-  int bits_from = bits_of(from), bits_to = bits_of(to);
-  if (is_float(to) || to == T_BF16) {
-    if (integer_source) {
-      if (is_signed(from))
-        x = (double)sign_extend(raw, bits_from);
-      else
-        x = (double)mask_bits(raw, bits_from);
-      if (to == T_F32) { /* round once, from the integer */
-        float f = is_signed(from) ? (float)sign_extend(raw, bits_from)
-                                  : (float)mask_bits(raw, bits_from);
-        set(t, &in->ops[0], f32_bits(f), T_F32);
-        return true;
-      }
-    } else if (in->round >= R_RNI) {
-      x = round_integral(x, in->round);
-    }
-    if (in->flags & F_SAT) /* clamped to [0, 1], NaN to 0 */
-      x = isnan(x) ? 0 : x < 0 ? 0 : x > 1 ? 1 : x;
-    if (to == T_F32)
-      set(t, &in->ops[0], f32_bits(flush((float)x, ftz)), T_F32);
+  if (from == T_BF16) { /* to f32, exactly */
+    set(t, &in->ops[0], (raw & 0xffff) << 16, T_F32);
+    return true;
+  }
+  if (!is_float(from)) {
+    if (to == T_F32) /* rounded once, from the integer */
+      set(t, &in->ops[0], f32_bits(is_signed(from) ? (float)sign_extend(raw, bits_from)
+                                                   : (float)mask_bits(raw, bits_from)), T_F32);
     else if (to == T_F64)
-      set(t, &in->ops[0], f64_bits(x), T_F64);
-    else
-      set(t, &in->ops[0], bf16_from_f32((float)x), T_B16);
+      set(t, &in->ops[0], f64_bits(is_signed(from) ? (double)sign_extend(raw, bits_from)
+                                                   : (double)mask_bits(raw, bits_from)), T_F64);
+    else /* between integers: truncated or extended */
+      set(t, &in->ops[0], is_signed(from) ? (uint64_t)sign_extend(raw, bits_from)
+                                          : mask_bits(raw, bits_from), to);
     return true;
   }
-  /* to an integer */
-  if (!integer_source) {
-    if (isnan(x)) {
-      set(t, &in->ops[0], 0, to);
-      return true;
-    }
-    /* saturating, as PTX's float-to-integer conversions are */
+  double x = from == T_F32 ? flush(as_f32(raw), ftz) : as_f64(raw);
+  if (!is_float(to)) {
+    set(t, &in->ops[0], float_to_integer(x, in->round, to), to);
+    return true;
+  }
+  if (in->round >= R_RNI)
     x = round_integral(x, in->round);
-    double lo = is_signed(to) ? -ldexp(1, bits_to - 1) : 0;
-    double limit = is_signed(to) ? ldexp(1, bits_to - 1) : ldexp(1, bits_to);
-    uint64_t v;
-    if (x < lo)
-      v = is_signed(to) ? (uint64_t)1 << (bits_to - 1) : 0;
-    else if (x >= limit)
-      v = is_signed(to) ? ((uint64_t)1 << (bits_to - 1)) - 1 : mask_bits(~0ull, bits_to);
-    else
-      v = is_signed(to) ? (uint64_t)(int64_t)x : (uint64_t)x;
-    set(t, &in->ops[0], v, to);
-    return true;
-  }
-  uint64_t v = is_signed(from) ? (uint64_t)sign_extend(raw, bits_from) : mask_bits(raw, bits_from);
-  if (in->flags & F_SAT)
-    return fault(b, t, "cvt.sat between integers is not simulated");
-  set(t, &in->ops[0], v, to);
+  if (in->flags & F_SAT) /* clamped to [0, 1], NaN to 0 */
+    x = isnan(x) ? 0 : x < 0 ? 0 : x > 1 ? 1 : x;
+  if (to == T_F32)
+    set(t, &in->ops[0], f32_bits(flush((float)x, ftz)), T_F32);
+  else
+    set(t, &in->ops[0], f64_bits(x), T_F64);
   return true;
 }
 

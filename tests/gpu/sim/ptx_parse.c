@@ -1,8 +1,10 @@
 /* PTX text to ptx_sim_internal.h's form: module-level variables, entries
- * with their parameters and local depot, and instructions with their
- * operands resolved. Anything outside the subset tfm's PTX uses (device
- * functions and calls, textures, unknown opcode parts) is refused with its
- * line, so that nothing runs with a meaning the simulator does not have. */
+ * and device functions with their parameters and local variables, and
+ * instructions with their operands resolved. Anything outside the subset
+ * tfm's PTX uses (f16 arithmetic, roundings other than to nearest,
+ * textures, unknown opcode parts, undeclared registers) is refused with
+ * its line, so that nothing runs with a meaning the simulator does not
+ * have. */
 #define _POSIX_C_SOURCE 200809L /* strdup, strndup */
 #include <ctype.h>
 #include <stdarg.h>
@@ -342,6 +344,21 @@ static bool parse_register(Parser *ps, const char *s, size_t n, int *reg) {
   return true;
 }
 
+/* The function's label `name`, made (not yet placed) at its first mention. */
+static int label_index(Parser *ps, const char *name, size_t n) {
+  for (int i = 0; i < ps->num_labels; i++)
+    if (word_is(name, n, ps->labels[i]))
+      return i;
+  int cap = ps->cap_labels;
+  GROW(ps->labels, ps->num_labels, ps->cap_labels);
+  if (cap != ps->cap_labels &&
+      !(ps->label_at = realloc(ps->label_at, sizeof *ps->label_at * (size_t)ps->cap_labels)))
+    abort();
+  ps->labels[ps->num_labels] = strndup(name, n);
+  ps->label_at[ps->num_labels] = -1;
+  return ps->num_labels++;
+}
+
 static bool parse_operand(Parser *ps, Operand *o, const char *s, const char *end) {
   s = trim(s, &end);
   size_t n = (size_t)(end - s);
@@ -428,16 +445,7 @@ static bool parse_operand(Parser *ps, Operand *o, const char *s, const char *end
   }
   /* a label: resolved when the function ends */
   o->kind = K_LABEL;
-  for (int i = 0; i < ps->num_labels; i++)
-    if (word_is(s, n, ps->labels[i]) && (o->target = i, true))
-      return true;
-  GROW(ps->labels, ps->num_labels, ps->cap_labels);
-  ps->label_at = realloc(ps->label_at, sizeof *ps->label_at * (size_t)ps->cap_labels);
-  if (!ps->label_at)
-    abort();
-  ps->labels[ps->num_labels] = strndup(s, n);
-  ps->label_at[ps->num_labels] = -1;
-  o->target = ps->num_labels++;
+  o->target = label_index(ps, s, n);
   return true;
 }
 
@@ -553,7 +561,9 @@ static bool simulated(Parser *ps, const Instr *in) {
   }
   case OP_CVT: {
     bool ok;
-    if (to == T_TF32)
+    if (to == T_NONE || from == T_NONE)
+      ok = false;
+    else if (to == T_TF32)
       ok = from == T_F32 && in->round == R_RNA;
     else if (to == T_BF16)
       ok = from == T_F32 && in->round == R_RN;
@@ -882,7 +892,6 @@ static bool parse_module(Parser *ps) {
     skip_space(ps);
     if (!*ps->p)
       break;
-    int line = ps->line;
     if (depth > 0 && (*ps->p == '{' || *ps->p == '}')) {
       depth += *ps->p == '{' ? 1 : -1;
       ps->p++;
@@ -895,17 +904,8 @@ static bool parse_module(Parser *ps) {
       while (isalnum((unsigned char)*q) || *q == '_' || *q == '$' || *q == '.')
         q++;
       if (*q == ':' && q > ps->p) {
-        GROW(ps->labels, ps->num_labels, ps->cap_labels);
-        int found = -1;
-        for (int i = 0; i < ps->num_labels; i++)
-          if (word_is(ps->p, (size_t)(q - ps->p), ps->labels[i]))
-            found = i;
-        if (found < 0) {
-          ps->label_at = realloc(ps->label_at, sizeof *ps->label_at * (size_t)ps->cap_labels);
-          ps->labels[ps->num_labels] = strndup(ps->p, (size_t)(q - ps->p));
-          found = ps->num_labels++;
-        }
-        ps->label_at[found] = ps->m->num_code;
+        int label = label_index(ps, ps->p, (size_t)(q - ps->p)); /* may move label_at */
+        ps->label_at[label] = ps->m->num_code;
         ps->p = q + 1;
         continue;
       }
@@ -949,7 +949,6 @@ static bool parse_module(Parser *ps) {
       ok = fail(ps, "an instruction outside a function");
     }
     count_lines(ps, end + 1);
-    (void)line;
     if (!ok)
       return false;
   }
