@@ -1,7 +1,8 @@
 /* The PTX simulator's own checks (sim/ptx_sim.h): that it runs a warp's
  * butterfly sum right, and that it reports what a GPU would do wrong or
  * silently: a shuffle some lanes of the warp never reach, lanes of a warp
- * at two barriers, a store past the end of an allocation, and PTX outside
+ * at two barriers, a shared-memory race (a missing barrier), a store past
+ * the end of an allocation, and PTX outside
  * what it simulates (an unknown instruction, an undeclared register),
  * each with the PTX line; and that a barrier waits only for the threads
  * that have not exited, as the PTX ISA says.
@@ -76,6 +77,36 @@ static const char WARP_SUM[] =
     "$L__even:\n"
     "\tbar.sync 0;\n" /* line 54: even lanes */
     "$L__end:\n"
+    "\tret;\n"
+    "}\n"
+    "\n"
+    ".shared .align 4 .b8 exchange_buffer[128];\n"
+    ".visible .entry exchange(\n"
+    "\t.param .u64 exchange_param_0,\n"
+    "\t.param .u64 exchange_param_1\n"
+    ")\n"
+    "{\n"
+    "\t.reg .pred %p<2>;\n"
+    "\t.reg .b32 %r<4>;\n"
+    "\t.reg .b64 %rd<8>;\n"
+    "\n"
+    "\tmov.u32 %r1, %tid.x;\n"
+    "\tmul.wide.u32 %rd1, %r1, 4;\n"
+    "\tmov.u64 %rd2, exchange_buffer;\n"
+    "\tadd.s64 %rd3, %rd2, %rd1;\n"
+    "\tst.shared.u32 [%rd3], %r1;\n" /* line 73 */
+    "\tld.param.u64 %rd4, [exchange_param_1]; // a barrier when not 0\n"
+    "\tsetp.eq.s64 %p1, %rd4, 0;\n"
+    "\t@%p1 bra $L__read;\n"
+    "\tbar.sync 0;\n"
+    "$L__read:\n"
+    "\txor.b32 %r2, %r1, 1; // the neighbour's word\n"
+    "\tmul.wide.u32 %rd5, %r2, 4;\n"
+    "\tadd.s64 %rd5, %rd2, %rd5;\n"
+    "\tld.shared.u32 %r3, [%rd5];\n"
+    "\tld.param.u64 %rd6, [exchange_param_0];\n"
+    "\tadd.s64 %rd7, %rd6, %rd1;\n"
+    "\tst.global.u32 [%rd7], %r3;\n"
     "\tret;\n"
     "}\n";
 
@@ -155,6 +186,16 @@ int main(int argc, char **argv) {
   failures += out[31] != 496;
   expect("a warp's lanes at two barriers", run_entry(WARP_SUM, "split_barrier", 32, 0, 1, NULL),
          "lanes 0 and 1 of a warp wait at different barriers (PTX lines 54 and 51)");
+  /* threads run one after another: without the barrier thread 0 reads
+   * word 1 before thread 1 writes it, which the race check reports */
+  expect("neighbours exchanging through shared memory after a barrier",
+         run_entry(WARP_SUM, "exchange", 32, 1, 32, out), "");
+  printf("%s each thread read its neighbour's index (thread 6: %d)\n", out[6] == 7 ? "ok  " : "FAIL",
+         out[6]);
+  failures += out[6] != 7;
+  expect("the same exchange without the barrier", run_entry(WARP_SUM, "exchange", 32, 0, 32, NULL),
+         "thread 1, PTX line 73: a shared-memory race: writes byte 4 of shared memory, which thread "
+         "0 read with no bar.sync between");
   char undeclared[sizeof WARP_SUM + 16];
   snprintf(undeclared, sizeof undeclared, "%s", WARP_SUM);
   memcpy(strstr(undeclared, "%r1, %r2;"), "%r1, %r9;", 9);

@@ -64,11 +64,19 @@ typedef struct Thread {
   bool carry;
 } Thread;
 
+/* Who last wrote and read a halfword of shared memory, and in which
+ * barrier epoch: the race check (shared_access). reader -2: several. */
+typedef struct SharedUse {
+  int32_t writer, write_epoch, reader, read_epoch;
+} SharedUse;
+
 typedef struct Block {
   const PtxModule *m;
   const PtxEntry *e;
   unsigned ctaid, nctaid, ntid;
   uint8_t *shared;
+  SharedUse *uses; /* a halfword of shared memory each */
+  int32_t epoch;   /* barriers opened so far */
   uint8_t *params;
   Thread *threads;
   char *err;
@@ -616,6 +624,41 @@ static bool move(Block *b, Thread *t, const Instr *in) {
 
 /* ---- memory ----------------------------------------------------------- */
 
+/* A thread's access to shared memory must not meet another thread's
+ * write, or its write another thread's read, in the same barrier epoch:
+ * between them no bar.sync orders the two, so the result depends on the
+ * threads' timing (on a GPU) or on the order they run in (here, where
+ * threads run one after another and a missing barrier would not show).
+ * Lanes of one warp count as apart too: from Volta on, a warp's lanes are
+ * not in lockstep. */
+static bool shared_access(Block *b, Thread *t, uintptr_t a, size_t bytes, bool load) {
+  int32_t tid = (int32_t)(t - b->threads);
+  size_t first = (a - (uintptr_t)b->shared) / 2, end = (a - (uintptr_t)b->shared + bytes + 1) / 2;
+  for (size_t h = first; h < end; h++) {
+    SharedUse *u = &b->uses[h];
+    bool wrote = u->write_epoch == b->epoch && u->writer != tid;
+    bool read = !load && u->read_epoch == b->epoch && u->reader != tid;
+    if (wrote || read) {
+      char who[32] = "other threads";
+      if ((wrote ? u->writer : u->reader) >= 0)
+        snprintf(who, sizeof who, "thread %d", wrote ? u->writer : u->reader);
+      return fault(b, t, "a shared-memory race: %s byte %zu of shared memory, which %s %s with "
+                         "no bar.sync between", load ? "reads" : "writes", 2 * h, who,
+                   wrote ? "wrote" : "read");
+    }
+    if (!load) {
+      u->writer = tid;
+      u->write_epoch = b->epoch;
+    } else if (u->read_epoch != b->epoch) {
+      u->reader = tid;
+      u->read_epoch = b->epoch;
+    } else if (u->reader != tid) {
+      u->reader = -2;
+    }
+  }
+  return true;
+}
+
 static bool load_store(Block *b, Thread *t, const Instr *in) {
   bool load = in->op == OP_LD;
   const Operand *addr = &in->ops[load ? 1 : 0], *data = &in->ops[load ? 0 : 1];
@@ -630,6 +673,9 @@ static bool load_store(Block *b, Thread *t, const Instr *in) {
                  size * count, (unsigned long)a,
                  in->space == S_SHARED ? "shared variable" : in->space == S_LOCAL ? "local depot"
                  : in->space == S_PARAM ? "parameter" : "allocation");
+  if (inside(a, (size_t)(size * count), (uintptr_t)b->shared, (size_t)b->m->shared_bytes) &&
+      !shared_access(b, t, a, (size_t)(size * count), load))
+    return false;
   for (int i = 0; i < count; i++) {
     uint8_t *p = (uint8_t *)a + i * size;
     if (load) {
@@ -872,6 +918,7 @@ static bool run_block(Block *b) {
                        (unsigned)(lead - b->threads) % 32, i % 32, b->m->code[lead->pc].line,
                        b->m->code[t->pc].line);
       }
+      b->epoch++;
       for (unsigned i = 0; i < n; i++)
         if (b->threads[i].state == WAIT_BARRIER) {
           b->threads[i].pc++;
@@ -891,6 +938,7 @@ int ptx_sim_launch(const PtxEntry *e, unsigned grid, unsigned block, void **para
   Block b = {.m = m, .e = e, .nctaid = grid, .ntid = block, .err = err, .err_size = err_size};
   b.params = calloc((size_t)e->param_bytes + 8, 1);
   b.shared = malloc((size_t)m->shared_bytes + 8);
+  b.uses = malloc(sizeof *b.uses * (size_t)(m->shared_bytes / 2 + 1));
   b.threads = calloc(block, sizeof *b.threads);
   /* not zeroed: only the registers a thread can use, its entry's and
    * the device functions', are (pages of the rest are never touched) */
@@ -904,7 +952,7 @@ int ptx_sim_launch(const PtxEntry *e, unsigned grid, unsigned block, void **para
   uint8_t *local = calloc((size_t)block * (size_t)(m->local_bytes + 8), 1);
   uint8_t *frames = calloc((size_t)block * (size_t)(m->frame_bytes + 8), 1);
   int status = 0;
-  if (!b.params || !b.shared || !b.threads || !regs || !local || !frames) {
+  if (!b.params || !b.shared || !b.uses || !b.threads || !regs || !local || !frames) {
     snprintf(err, err_size, "ptx sim: out of memory");
     status = -1;
   }
@@ -915,8 +963,12 @@ int ptx_sim_launch(const PtxEntry *e, unsigned grid, unsigned block, void **para
     b.ctaid = c;
     /* each block's shared memory starts undefined: 0xff bytes (NaN) show a
      * read before a write, also of what the block before left */
-    if (e->shared_end > e->shared_first)
+    if (e->shared_end > e->shared_first) {
       memset(b.shared + e->shared_first, 0xff, (size_t)(e->shared_end - e->shared_first));
+      for (int64_t h = e->shared_first / 2; h < (e->shared_end + 1) / 2; h++)
+        b.uses[h] = (SharedUse){.writer = -1, .write_epoch = -1, .reader = -1, .read_epoch = -1};
+    }
+    b.epoch = 0;
     for (unsigned i = 0; i < block; i++) {
       Thread *t = &b.threads[i];
       *t = (Thread){.regs = regs + (size_t)i * (size_t)(m->num_regs + 1), .pc = e->first,
@@ -930,6 +982,7 @@ int ptx_sim_launch(const PtxEntry *e, unsigned grid, unsigned block, void **para
   }
   free(b.params);
   free(b.shared);
+  free(b.uses);
   free(b.threads);
   free(regs);
   free(local);

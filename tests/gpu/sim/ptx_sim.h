@@ -7,7 +7,9 @@
  * elsewhere is reported, as run 6 of stop 18 needed: an mma.sync sunk under
  * a branch), bar.sync across the block, shared memory per block, local
  * memory per thread. Every load and store is checked against the device
- * allocations, the block's shared memory and the thread's local depot.
+ * allocations, the block's shared memory and the thread's local memory,
+ * and shared memory for races (two threads' accesses, one a write, with
+ * no barrier between).
  * Device memory comes from cuMemAlloc filled with 0xff bytes (NaN as f32),
  * so a kernel that reads what nothing wrote shows it.
  *
