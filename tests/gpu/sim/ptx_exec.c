@@ -634,6 +634,9 @@ static bool move(Block *b, Thread *t, const Instr *in) {
 static bool shared_access(Block *b, Thread *t, uintptr_t a, size_t bytes, bool load) {
   int32_t tid = (int32_t)(t - b->threads);
   size_t first = (a - (uintptr_t)b->shared) / 2, end = (a - (uintptr_t)b->shared + bytes + 1) / 2;
+  /* the halfwords the launch set up: those of the shared variables the entry names */
+  if ((int64_t)first < b->e->shared_first / 2 || (int64_t)end > (b->e->shared_end + 1) / 2)
+    return fault(b, t, "an access to shared memory outside the variables this kernel names");
   for (size_t h = first; h < end; h++) {
     SharedUse *u = &b->uses[h];
     bool wrote = u->write_epoch == b->epoch && u->writer != tid;
