@@ -179,10 +179,14 @@ static const char *const COMPARES[] = {"",    "eq",  "ne",  "lt",  "le",  "gt", 
                                        "leu", "gtu", "geu", "num", "nan"};
 static const char *const SPACES[] = {"", "global", "shared", "local", "param", "const"};
 static const char *const SHUFFLES[] = {"bfly", "up", "down", "idx"};
-/* Parts that change nothing the simulator models. */
-static const char *const IGNORED[] = {"sync", "aligned", "uni", "nc", "volatile", "row", "col",
-                                      "full", "cta", "gpu", "sys", "relaxed", "acq_rel", "sc",
-                                      "to", NULL};
+/* The parts that set Instr.flags, bit i for FLAG_NAMES[i] (F_FTZ ...). */
+static const char *const FLAG_NAMES[] = {"ftz", "sat", "hi", "wide", "cc", "NaN"};
+/* Parts that change nothing the simulator models ("lo" and "approx" are
+ * what it computes anyway). */
+static const char *const IGNORED[] = {"sync",    "aligned", "uni", "nc",  "volatile", "row",
+                                      "col",     "full",    "cta", "gpu", "sys",      "relaxed",
+                                      "acq_rel", "sc",      "to",  "lo",  "approx"};
+#define COUNT(words) ((int)(sizeof(words) / sizeof((words)[0])))
 
 static int find_word(const char *const *words, int count, const char *s, size_t n) {
   for (int i = 0; i < count; i++)
@@ -218,38 +222,24 @@ static bool parse_opcode(Parser *ps, Instr *in, const char *s, size_t n) {
         in->type = (uint8_t)t;
       else if (in->type2 == T_NONE)
         in->type2 = (uint8_t)t;
-    } else if (comparing && (i = find_word(COMPARES, 19, part, len)) > 0) {
+    } else if (comparing && (i = find_word(COMPARES, COUNT(COMPARES), part, len)) > 0) {
       in->compare = (uint8_t)i;
     } else if (comparing && (word_is(part, len, "and") || word_is(part, len, "or") ||
                              word_is(part, len, "xor"))) {
       in->bool_op = part[0] == 'a' ? OP_AND : part[0] == 'o' ? OP_OR : OP_XOR;
-    } else if ((i = find_word(ROUNDS, 10, part, len)) > 0) {
+    } else if ((i = find_word(ROUNDS, COUNT(ROUNDS), part, len)) > 0) {
       in->round = (uint8_t)i;
-    } else if ((i = find_word(SPACES, 6, part, len)) > 0) {
+    } else if ((i = find_word(SPACES, COUNT(SPACES), part, len)) > 0) {
       in->space = (uint8_t)i;
-    } else if (op == OP_SHFL && (i = find_word(SHUFFLES, 4, part, len)) >= 0) {
+    } else if (op == OP_SHFL && (i = find_word(SHUFFLES, COUNT(SHUFFLES), part, len)) >= 0) {
       in->shuffle = (uint8_t)i;
     } else if (word_is(part, len, "v2") || word_is(part, len, "v4")) {
       in->vec = (uint8_t)(part[1] - '0');
-    } else if (word_is(part, len, "ftz")) {
-      in->flags |= F_FTZ;
-    } else if (word_is(part, len, "sat")) {
-      in->flags |= F_SAT;
-    } else if (word_is(part, len, "approx")) {
-      in->flags |= F_APPROX;
-    } else if (word_is(part, len, "hi")) {
-      in->flags |= F_HI;
-    } else if (word_is(part, len, "lo")) {
-      in->flags |= F_LO;
-    } else if (word_is(part, len, "wide")) {
-      in->flags |= F_WIDE;
-    } else if (word_is(part, len, "cc")) {
-      in->flags |= F_CC;
-    } else if (word_is(part, len, "NaN")) {
-      in->flags |= F_NAN;
+    } else if ((i = find_word(FLAG_NAMES, COUNT(FLAG_NAMES), part, len)) >= 0) {
+      in->flags |= (uint16_t)(1u << i);
     } else if (op == OP_MMA && (word_is(part, len, "m16n8k8") || word_is(part, len, "m16n8k16"))) {
       in->mma_k = len == 7 ? 8 : 16;
-    } else if (find_word(IGNORED, 15, part, len) < 0) {
+    } else if (find_word(IGNORED, COUNT(IGNORED), part, len) < 0) {
       return fail(ps, "'%.*s': the part '.%.*s' is not simulated", (int)n, s, (int)len, part);
     }
     part = next;

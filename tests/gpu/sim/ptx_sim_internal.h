@@ -35,10 +35,8 @@ typedef enum {
 typedef enum { S_GENERIC, S_GLOBAL, S_SHARED, S_LOCAL, S_PARAM, S_CONST } PtxSpace;
 typedef enum { SH_BFLY, SH_UP, SH_DOWN, SH_IDX } PtxShuffle;
 
-enum {
-  F_FTZ = 1, F_SAT = 2, F_HI = 4, F_LO = 8, F_WIDE = 16, F_CC = 32, F_NAN = 64,
-  F_APPROX = 128,
-};
+/* Instr.flags, in the order of ptx_parse.c's FLAG_NAMES. */
+enum { F_FTZ = 1, F_SAT = 2, F_HI = 4, F_WIDE = 8, F_CC = 16, F_NAN = 32 };
 
 typedef enum { K_NONE, K_REG, K_IMM, K_ADDR, K_VEC, K_SYMBOL, K_SREG, K_LABEL } OperandKind;
 
