@@ -136,6 +136,15 @@ static const char *run(const char *ptx, unsigned threads, int64_t limit, int int
   return run_entry(ptx, "warp_sum", threads, limit, ints, out);
 }
 
+/* warp_sum of one warp, with the first `from` in its text replaced by
+ * `to` (as long). */
+static const char *run_edited(const char *from, const char *to) {
+  char edited[sizeof WARP_SUM];
+  memcpy(edited, WARP_SUM, sizeof WARP_SUM);
+  memcpy(strstr(edited, from), to, strlen(to));
+  return run(edited, 32, 32, 32, NULL);
+}
+
 static void expect(const char *what, const char *message, const char *wanted) {
   bool ok = wanted[0] ? strstr(message, wanted) != NULL : message[0] == '\0';
   printf("%s %s: %s\n", ok ? "ok  " : "FAIL", what, message[0] ? message : "(no error)");
@@ -196,17 +205,11 @@ int main(int argc, char **argv) {
   expect("the same exchange without the barrier", run_entry(WARP_SUM, "exchange", 32, 0, 32, NULL),
          "thread 1, PTX line 73: a shared-memory race: writes byte 4 of shared memory, which thread "
          "0 read with no bar.sync between");
-  char undeclared[sizeof WARP_SUM + 16];
-  snprintf(undeclared, sizeof undeclared, "%s", WARP_SUM);
-  memcpy(strstr(undeclared, "%r1, %r2;"), "%r1, %r9;", 9);
-  expect("an undeclared register", run(undeclared, 32, 32, 32, NULL),
+  expect("an undeclared register", run_edited("%r1, %r2;", "%r1, %r9;"),
          "line 20: '%r9' is neither a declared register");
   expect("a store past the allocation", run(WARP_SUM, 32, 32, 31, NULL),
          "thread 31, PTX line 34: store of 4 bytes at");
-  char bad[sizeof WARP_SUM + 16];
-  snprintf(bad, sizeof bad, "%s", WARP_SUM);
-  memcpy(strstr(bad, "add.s32"), "sad.s32", 7);
-  expect("an instruction it does not simulate", run(bad, 32, 32, 32, NULL),
+  expect("an instruction it does not simulate", run_edited("add.s32", "sad.s32"),
          "line 20: unknown instruction 'sad.s32'");
   return failures ? 1 : 0;
 }

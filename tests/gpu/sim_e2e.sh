@@ -79,51 +79,52 @@ gpu "$work/gpu_f32" generate --load "$ckpt" --prompt "The " --length 12 > "$work
 grep -q "^The " "$work/generate.log" || fail "f32: generate printed no continuation" "$work/generate.log"
 echo "ok: f32: generate from the checkpoint: $(head -1 "$work/generate.log")"
 
+# translator NAME MODEL TRAIN TEST COMMAND [OPTIONS...]: MODEL built with
+# config for the GPU and the CPU, each trained 3 steps on TRAIN and saved,
+# then running COMMAND on TEST from its checkpoint; the logs are
+# $work/{gpu,cpu}_NAME.log and $work/{gpu,cpu}_NAME.COMMAND.log.
+translator() {
+  local name=$1 model=$2 train=$3 test=$4 command=$5 target
+  shift 5
+  "$tfmc" build "$model" "${config[@]}" --target cuda -o "$work/gpu_$name"
+  "$tfmc" build "$model" "${config[@]}" -o "$work/cpu_$name"
+  for target in gpu cpu; do
+    local run=()
+    [ $target = cpu ] || run=(gpu)
+    "${run[@]}" "$work/${target}_$name" train --data "$train" --steps 3 --log-every 1 \
+      --save "$work/$target.$name.ckpt" > "$work/${target}_$name.log" 2>&1 ||
+      fail "$name: $target training" "$work/${target}_$name.log"
+    "${run[@]}" "$work/${target}_$name" "$command" --load "$work/$target.$name.ckpt" \
+      --test "$test" "$@" > "$work/${target}_$name.$command.log" 2>&1 ||
+      fail "$name: $target $command" "$work/${target}_$name.$command.log"
+  done
+}
+
 config=(--variant small -D d_model=32 -D heads=2 -D d_ff=64 -D batch=4)
-"$tfmc" build "$transformer" "${config[@]}" --target cuda -o "$work/gpu_transformer"
-"$tfmc" build "$transformer" "${config[@]}" -o "$work/cpu_transformer"
 head -4 "$numbers/test.tsv" > "$work/test.tsv"
-for target in gpu cpu; do
-  run=()
-  [ $target = cpu ] || run=(gpu)
-  "${run[@]}" "$work/${target}_transformer" train --data "$numbers/train.tsv" --steps 3 --log-every 1 \
-    --save "$work/$target.transformer.ckpt" > "$work/${target}_transformer.log" 2>&1 ||
-    fail "transformer: $target training" "$work/${target}_transformer.log"
-  "${run[@]}" "$work/${target}_transformer" eval --load "$work/$target.transformer.ckpt" \
-    --test "$work/test.tsv" --show 4 > "$work/${target}_translate.log" 2>&1 ||
-    fail "transformer: $target eval" "$work/${target}_translate.log"
-done
+translator transformer "$transformer" "$numbers/train.tsv" "$work/test.tsv" eval --show 4
 agree "transformer: losses of 3 steps" "$(losses "$work/gpu_transformer.log")" \
   "$(losses "$work/cpu_transformer.log")" 1e-3 3
-agree "transformer: held-out loss" "$(heldout "$work/gpu_translate.log")" \
-  "$(heldout "$work/cpu_translate.log")" 1e-3 1
+gpu_eval=$work/gpu_transformer.eval.log cpu_eval=$work/cpu_transformer.eval.log
+agree "transformer: held-out loss" "$(heldout "$gpu_eval")" "$(heldout "$cpu_eval")" 1e-3 1
 translations() { grep -- ' ->  ' "$1"; }
-[ "$(translations "$work/gpu_translate.log")" = "$(translations "$work/cpu_translate.log")" ] &&
-  [ "$(translations "$work/gpu_translate.log" | wc -l)" -eq 4 ] ||
-  { echo "FAIL: transformer: translations differ:"; paste "$work/gpu_translate.log" "$work/cpu_translate.log"; exit 1; }
+[ "$(translations "$gpu_eval")" = "$(translations "$cpu_eval")" ] &&
+  [ "$(translations "$gpu_eval" | wc -l)" -eq 4 ] ||
+  { echo "FAIL: transformer: translations differ:"; paste "$gpu_eval" "$cpu_eval"; exit 1; }
 echo "ok: transformer: the 4 greedy translations are the CPU's"
 
 config=(--variant gru_additive -D d_emb=16 -D d=32 -D batch=4 -D src_len=12 -D tgt_len=12)
 mkdir -p "$work/seq2seq" && "$seq2seq_gen" "$work/seq2seq" > /dev/null
 head -4 "$work/seq2seq/test.tsv" > "$work/seq2seq/test4.tsv" # pairs over src_len are left out
-"$tfmc" build "$seq2seq/rnn.tfm" "${config[@]}" --target cuda -o "$work/gpu_rnn"
-"$tfmc" build "$seq2seq/rnn.tfm" "${config[@]}" -o "$work/cpu_rnn"
-for target in gpu cpu; do
-  run=()
-  [ $target = cpu ] || run=(gpu)
-  "${run[@]}" "$work/${target}_rnn" train --data "$work/seq2seq/train.tsv" --steps 3 --log-every 1 \
-    --save "$work/$target.rnn.ckpt" > "$work/${target}_rnn.log" 2>&1 ||
-    fail "rnn: $target training" "$work/${target}_rnn.log"
-  "${run[@]}" "$work/${target}_rnn" translate --load "$work/$target.rnn.ckpt" --beam 3 --scores \
-    --test "$work/seq2seq/test4.tsv" > "$work/${target}_beam.log" 2>&1 ||
-    fail "rnn: $target beam search" "$work/${target}_beam.log"
-done
+translator rnn "$seq2seq/rnn.tfm" "$work/seq2seq/train.tsv" "$work/seq2seq/test4.tsv" translate \
+  --beam 3 --scores
 agree "rnn: losses of 3 steps" "$(losses "$work/gpu_rnn.log")" "$(losses "$work/cpu_rnn.log")" 2e-4 3
 # "source -> translation (expected: ...) [logp L, score S]": the text, then the log-probability
 beams() { sed -n 's/^\(.*\) *\[logp .*/\1/p' "$1"; }
 logps() { sed -n 's/.*\[logp \([-0-9.e]*\),.*/logp \1/p' "$1"; }
-pairs=$(beams "$work/cpu_beam.log" | wc -l)
-[ "$(beams "$work/gpu_beam.log")" = "$(beams "$work/cpu_beam.log")" ] && [ "$pairs" -ge 2 ] ||
-  { echo "FAIL: rnn: beam search translations differ:"; paste "$work/gpu_beam.log" "$work/cpu_beam.log"; exit 1; }
+gpu_beam=$work/gpu_rnn.translate.log cpu_beam=$work/cpu_rnn.translate.log
+pairs=$(beams "$cpu_beam" | wc -l)
+[ "$(beams "$gpu_beam")" = "$(beams "$cpu_beam")" ] && [ "$pairs" -ge 2 ] ||
+  { echo "FAIL: rnn: beam search translations differ:"; paste "$gpu_beam" "$cpu_beam"; exit 1; }
 agree "rnn: beam search (width 3) of $pairs pairs, the CPU's translations; their log-probabilities" \
-  "$(logps "$work/gpu_beam.log")" "$(logps "$work/cpu_beam.log")" 1e-4 "$pairs"
+  "$(logps "$gpu_beam")" "$(logps "$cpu_beam")" 1e-4 "$pairs"
