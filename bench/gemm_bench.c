@@ -48,7 +48,7 @@ typedef struct Case {
  * defaults: B=16, T=128, d=256, d_ff=1024, V=1024, h=4, L=4) as the train
  * graph has them (`tfmc emit graph --train`, `tfmc emit kernels --train`):
  * a [16, 128, d] activation times a shared weight is one [2048, d] GEMM
- * (cpu_dot.c folds the batch into the rows, and OpenBLAS gets the same one
+ * (cpu/dot.c folds the batch into the rows, and OpenBLAS gets the same one
  * call), the weight gradients contract over k = B*T; then batched products
  * with both operands batched (one GEMM per batch for both). The gpt cases
  * end with their sum weighted by per_step: the dots' share of a step. */

@@ -74,7 +74,7 @@ static void compile_graph(Compiled *c) {
   double start = now();
   const char *stage = "internal error: optimising";
   KernelPlanOptions plan_options =
-      c->options->cuda ? (KernelPlanOptions){0} : kernel_plan_cpu_options();
+      c->options->cuda ? (KernelPlanOptions){0} : cpu_plan_options();
   c->graph = pass_standard(c->lowered, err, sizeof err);
   graph_free(c->lowered);
   c->lowered = NULL;
@@ -97,8 +97,10 @@ static void compile_graph(Compiled *c) {
       ptx = ptx_compile(c->plan, &po, err, sizeof err);
     }
     if (ptx || !c->options->cuda) {
-      CpuOptions o = {.cpu = c->options->cpu, .prefix = c->prefix, .gpu_ptx = ptx,
-                      .gpu_cublas = c->options->cublas};
+      PtxHost host = {.ptx = ptx, .cublas = c->options->cublas};
+      Target cuda_host = ptx_host_target(&host);
+      CpuOptions o = {.cpu = c->options->cpu, .prefix = c->prefix,
+                      .target = c->options->cuda ? &cuda_host : NULL};
       c->module = cpu_compile(c->plan, &o, err, sizeof err);
     }
     free(ptx);

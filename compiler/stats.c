@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 
+#include "cpu.h"
 #include "diag.h"
 #include "kernel.h"
 #include "lower.h"
@@ -15,7 +16,7 @@ static int print_graph(const char *name, Graph *lowered) {
   char err[256];
   Graph *optimised = pass_standard(lowered, err, sizeof err);
   graph_free(lowered);
-  KernelPlanOptions plan_options = kernel_plan_cpu_options(); /* tfmc build's default target */
+  KernelPlanOptions plan_options = cpu_plan_options(); /* tfmc build's default target */
   Graph *g = optimised ? kernel_prepare(optimised, &plan_options, NULL, err, sizeof err) : NULL;
   graph_free(optimised);
   KernelPlan *plan = g ? kernel_plan_build(g, &plan_options, err, sizeof err) : NULL;

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Derives the coefficients of the CPU's tanh (compiler/codegen/cpu_math.c).
+"""Derives the coefficients of the CPU's tanh (compiler/codegen/llvm/math.c).
 
 tanh(x) / x is fitted as P(z) / Q(z), z = x^2, degrees 4 and 4, on
 0 <= x <= 9 (tanh rounds to +-1 in f32 from 9.01): least squares

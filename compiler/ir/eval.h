@@ -58,7 +58,7 @@ float eval_tf32_round(float x);
 
 /* With `on`, eval_run rounds the operands of every f32 dot to tf32 first
  * (in f32 precision; f64 and bf16 dots are unchanged), as the GPU's
- * tensor-core dots do (compiler/codegen/ptx_dot.c): the reference for
+ * tensor-core dots do (compiler/codegen/ptx/dot.c): the reference for
  * compiled code that runs there. Off by default. */
 void eval_set_tf32_dots(EvalValues *v, bool on);
 

@@ -71,9 +71,9 @@ static char work_dir[128];
  * split it (ptx_thread_plan) and the GPU's one-thread-an-element dot
  * kernels, compiled natively, compared with the evaluator (no device
  * needed); the tiled f32 dot is simulated by tests/gpu/dot_tile_model.c. */
-typedef enum { TARGET_CPU, TARGET_CUDA, TARGET_PTXAS, TARGET_GPU_PLAN } Target;
+typedef enum { TARGET_CPU, TARGET_CUDA, TARGET_PTXAS, TARGET_GPU_PLAN } HarnessTarget;
 
-static Target target(void) {
+static HarnessTarget target(void) {
   const char *t = getenv("TFM_CG_TARGET");
   return !t || !strcmp(t, "cpu") ? TARGET_CPU
          : !strcmp(t, "cuda")    ? TARGET_CUDA
@@ -125,8 +125,12 @@ static bool load(const char *name, const KernelPlan *plan, const char *cpu, Load
     fprintf(stderr, "%s: %s\n", name, err);
     return false;
   }
-  CpuOptions options = {.cpu = cpu, .prefix = "model", .gpu_ptx = ptx,
-                        .gpu_threads = target() == TARGET_GPU_PLAN};
+  PtxHost host = {.ptx = ptx};
+  Target cuda_host = ptx_host_target(&host);
+  CpuOptions options = {.cpu = cpu, .prefix = "model",
+                        .target = target() == TARGET_CUDA       ? &cuda_host
+                                  : target() == TARGET_GPU_PLAN ? &ptx_serial_target
+                                                                : NULL};
   CpuModule *m = cpu_compile(plan, &options, err, sizeof err);
   free(ptx);
   if (!m) {
@@ -361,7 +365,7 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
    * kernel), or the GPU's. */
   KernelPlanOptions plan_options = {0};
   if (target() == TARGET_CPU) {
-    plan_options = kernel_plan_cpu_options();
+    plan_options = cpu_plan_options();
     plan_options.merge_attention_backward_from = 1;
   }
   Graph *compiled = map ? kernel_prepare(g, &plan_options, map, err, sizeof err) : NULL;
@@ -399,7 +403,7 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
   if (!copy_leaves_in(&planned, g, &arena, ref))
     goto done;
   tfm_gpu_arena_written(arena.persistent); /* for the GPU: the host wrote every leaf */
-  /* On the GPU f32 dots are tf32 tensor-core products (ptx_dot.c): the
+  /* On the GPU f32 dots are tf32 tensor-core products (ptx/dot.c): the
    * reference rounds their operands the same way, so what is left between
    * the two is the order of the sums, which the tolerances are for. */
   eval_set_tf32_dots(ref, cg_on_gpu());

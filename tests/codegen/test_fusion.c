@@ -152,7 +152,7 @@ static void layernorm_rows(void) {
   graph_output(g, "y", y);
   /* As a whole: where x is near its mean, y's element error is the mean's
    * rounding over |x - mean|, so any order of the CPU's row sum (its lanes,
-   * cpu_loop.c) other than the evaluator's misses an elementwise 1e-5. */
+   * llvm/loop_rows.c) other than the evaluator's misses an elementwise 1e-5. */
   expect_whole("layernorm row: one kernel", g, 1, 1, 0);
 }
 
@@ -485,7 +485,7 @@ static void column_sums(void) {
   graph_output(g, "sum", graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_unary(g, GRAPH_OP_TANH, x), 1));
   graph_output(g, "odd", graph_reduce(g, GRAPH_OP_REDUCE_SUM,
                                       graph_input(g, "y", GRAPH_F32, SHAPE(37, 5)), 1));
-  KernelPlanOptions cpu = kernel_plan_cpu_options(), gpu = {0};
+  KernelPlanOptions cpu = cpu_plan_options(), gpu = {0};
   char err[256];
   int kernels[2] = {-1, -1};
   bool grouped = false;
@@ -511,7 +511,7 @@ static void column_sums(void) {
  * options); *root_of_m: whether some kernel's root is node m. */
 static int cpu_plan_kernels(const Graph *g, GraphId m, bool *root_of_m, bool *m_in_place,
                             GraphId m_target) {
-  KernelPlanOptions cpu = kernel_plan_cpu_options();
+  KernelPlanOptions cpu = cpu_plan_options();
   char err[256];
   GraphId *map = malloc(sizeof(GraphId) * (size_t)graph_count(g));
   Graph *prepared = map ? kernel_prepare(g, &cpu, map, err, sizeof err) : NULL;
@@ -532,7 +532,7 @@ static int cpu_plan_kernels(const Graph *g, GraphId m, bool *root_of_m, bool *m_
 /* The nominal FLOPs of `g`'s CPU plan, with or without update values
  * merged into their readers: the same nodes, the same count. */
 static int64_t cpu_plan_flops(const Graph *g, bool merge_update_values) {
-  KernelPlanOptions cpu = kernel_plan_cpu_options();
+  KernelPlanOptions cpu = cpu_plan_options();
   cpu.merge_update_values = merge_update_values;
   char err[256];
   Graph *prepared = kernel_prepare(g, &cpu, NULL, err, sizeof err);
@@ -596,7 +596,7 @@ static void adam_update(void) {
 /* Kernels of g's CPU plan, with or without row statistics stored where
  * they are computed; *stored: the hoisted reductions kernels store. */
 static int row_statistics_plan(const Graph *g, bool store, int *stored) {
-  KernelPlanOptions cpu = kernel_plan_cpu_options();
+  KernelPlanOptions cpu = cpu_plan_options();
   cpu.store_row_statistics = store;
   char err[256];
   Graph *prepared = kernel_prepare(g, &cpu, NULL, err, sizeof err);
@@ -714,7 +714,7 @@ static void update_reading_across(void) {
 
 /* A loop kernel's buffers are noalias parameters of its body, which the
  * inliner turns into alias scopes named after the body's arguments
- * (cpu_loop.c), so the output is known apart from the inputs. (The loop
+ * (llvm/loop_rows.c), so the output is known apart from the inputs. (The loop
  * vectorizer's runtime checks make alias scopes too, but not these.) The
  * in-place kernel (tanh over the dying d + b) names d's buffer once. */
 static void noalias_buffers(void) {
@@ -781,7 +781,7 @@ static int attention_backward_plan(GraphShape batch, const KernelPlanOptions *op
  * from one pair.) */
 static void attention_backward(void) {
   int failures_before = cg_failures;
-  KernelPlanOptions cpu = kernel_plan_cpu_options();
+  KernelPlanOptions cpu = cpu_plan_options();
   bool merged;
   /* attention (+ lse), grad_k (+ grad_v), grad_q */
   CG_CHECK(attention_backward_plan(SHAPE(4, 4), &cpu, &merged) == 2 && merged);

@@ -1,4 +1,4 @@
-/* The generated GEMM (compiler/codegen/cpu_gemm.c) against the evaluator:
+/* The generated GEMM (compiler/codegen/cpu/gemm.c) against the evaluator:
  * every transpose combination on odd sizes (edge tiles in m and n, rows
  * ending a block in a part of a tile's, k = 1,
  * k past one k block, m past one row block, n past one column panel, k
@@ -95,7 +95,7 @@ static void batched(void) {
   output_dot(g, "batch4", GRAPH_F32, "p", SHAPE(2, 3, 5, 70), "r", SHAPE(2, 3, 70, 40), false,
              false);
   /* Fewer rows (batch x m) than columns: the range splits the columns into
-   * two blocks too (cpu_dot.c), here with odd widths, B batched or shared,
+   * two blocks too (cpu/dot.c), here with odd widths, B batched or shared,
    * transposed or not. The 2-D sizes above with m < n (5 x 1030, 24 x 64,
    * 65 x 129) take that path as well. */
   output_dot(g, "wide_nn", GRAPH_F32, "wa", SHAPE(2, 3, 70), "wb", SHAPE(2, 70, 151), false, false);
@@ -109,7 +109,7 @@ static void batched(void) {
 
 /* One row a batch against a B of each batch (an RNN decoder's query and
  * its encoder states): matrix-vector products instead of the GEMM
- * (cpu_dot.c), B transposed or not, k within a vector, past whole vectors
+ * (cpu/dot.c), B transposed or not, k within a vector, past whole vectors
  * and past a GEMM k block, A shared or batched or transposed, and f64. */
 static void vector_rows(void) {
   Graph *g = graph_new();

@@ -125,7 +125,7 @@ static void elementwise(void) {
   cg_check_graph("cmpeq max min with ties", g, fill_small_integers);
 }
 
-/* exp and tanh of f32 are inline polynomials on the CPU (cpu_math.c), not
+/* exp and tanh of f32 are inline polynomials on the CPU (llvm/math.c), not
  * libm: swept over their whole range and the edges (overflow, the
  * subnormal range, tanh near its clamp at +-9, NaN, infinities,
  * -0), element by element within 1e-6 (a few ulp) of the evaluator. */
@@ -165,7 +165,7 @@ static void select_case(void) {
   cg_check_graph("select", g, NULL);
 }
 
-/* Rows the CPU reduces in interleaved lanes (cpu_loop.c: 32 for f32, 16
+/* Rows the CPU reduces in interleaved lanes (llvm/loop_rows.c: 32 for f32, 16
  * for f64): shorter than the lanes (all tail), one short of and one past a
  * whole number of them, long with a tail; summed, maxed, and summed over
  * an elementwise exp and over a reduction nested in a broadcast (the
@@ -237,7 +237,7 @@ static void reductions(void) {
     GraphId x = in(g, "x", GRAPH_F32, SHAPE(3, 4, 5)), y = in(g, "y", GRAPH_F32, SHAPE(5, 3, 4));
     GraphId v = in(g, "v", GRAPH_F32, SHAPE(4, 1));
     /* 3: into [1, 1, 5], 1: into [1, 4, 5], the column form (rows read in
-     * order, cpu_loop.c). */
+     * order, llvm/loop_rows.c). */
     const uint32_t masks[] = {4, 1, 2, 5, 7, 3};
     for (int m = 0; m < 6; m++) {
       char name[32];
@@ -264,7 +264,7 @@ static void reductions(void) {
 
   /* Leading-axes reductions with few outputs and long columns: on the GPU
    * the threads of a warp (40 rows) or of a block (1100 rows) share each
-   * output element (ptx_row.c), the block's tanh and product fused in. */
+   * output element (ptx/row.c), the block's tanh and product fused in. */
   g = graph_new();
   x = in(g, "x", GRAPH_F32, SHAPE(40, 7, 3));
   GraphId w = in(g, "w", GRAPH_F32, SHAPE(1100, 3)), z = in(g, "z", GRAPH_F32, SHAPE(1100, 3));
@@ -338,7 +338,7 @@ static void movement(void) {
   graph_output(g, "i32", graph_concat(g, ints, 2, 0));
   cg_check_graph("concat", g, NULL);
 
-  /* A reshape's axes come group by group (cpu_loop.c reshape_axes): axes
+  /* A reshape's axes come group by group (llvm/loop.c reshape_axes): axes
    * merged, split, both at once, and unit axes, each of a permute computed
    * in the reading kernel (a reshape of a buffer reads its linear index). */
   g = graph_new();

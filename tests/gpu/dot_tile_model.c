@@ -1,4 +1,4 @@
-/* A CPU model of the tiled tensor-core dot (compiler/codegen/ptx_dot.c):
+/* A CPU model of the tiled tensor-core dot (compiler/codegen/ptx/dot.c):
  * every thread of every block stages its share of the A and B tiles and
  * gathers its mma fragments with the formulas of ptx_dot_tile.h, as the
  * emitter does; mma.m16n8k8 itself is simulated from the PTX ISA's

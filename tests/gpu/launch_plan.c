@@ -203,7 +203,7 @@ static bool branch_before_last_mma(const char *body) {
 /* Edge tiles so small that most lanes store nothing (1 x 1 x 1, a 17 x 17
  * batch with k = 9, bf16 too) keep every mma.sync where all 32 lanes run
  * it: LLVM 14's backend had moved it under the lanes' store branch, and on
- * an H200 the 1 x 1 x 1 dot returned A x 1.0 (ptx_dot.c, keep_converged). */
+ * an H200 the 1 x 1 x 1 dot returned A x 1.0 (ptx/dot.c, keep_converged). */
 static void edge_tiles_converged(void) {
   static char body[1 << 17];
   const struct {
@@ -282,8 +282,10 @@ static void refusal(void (*run)(uint8_t *, uint8_t *, void *), const KernelPlan 
 static void check_host(const KernelPlan *plan, bool cublas) {
   char err[512];
   char *ptx = ptx_compile(plan, &(PtxOptions){.prefix = "model", .cublas = cublas}, err, sizeof err);
-  CpuModule *m = ptx ? cpu_compile(plan, &(CpuOptions){.prefix = "model", .gpu_ptx = ptx,
-                                                       .gpu_cublas = cublas}, err, sizeof err)
+  PtxHost host = {.ptx = ptx, .cublas = cublas};
+  Target cuda_host = ptx_host_target(&host);
+  CpuModule *m = ptx ? cpu_compile(plan, &(CpuOptions){.prefix = "model", .target = &cuda_host},
+                                   err, sizeof err)
                      : NULL;
   char dir[] = "/tmp/tfm_gpu_plan_XXXXXX", object[64], library[64];
   if (!CHECK(m != NULL) || !CHECK(mkdtemp(dir) != NULL)) {

@@ -1,5 +1,5 @@
 /* A CPU model of the GPU's cooperative row reductions (ptx_row.h, emitted
- * by cpu_loop.c's split rows and ptx_row.c's combine): every work item of a
+ * by llvm/loop_rows.c's split rows and ptx/row.c's combine): every work item of a
  * launch finds its row and its place in it, accumulates its strided share
  * of the row, and the row's threads combine their partials by butterfly
  * shuffles, addressed as the hardware does (the partner of the thread in
@@ -26,7 +26,7 @@ static int failures;
 
 typedef enum { SUM, MAX } Op;
 
-/* The emitter's combine (cpu_reduction_step): a sum, or a max that keeps
+/* The emitter's combine (emit_reduction_step): a sum, or a max that keeps
  * `a` on ties and takes a NaN `v`. */
 #define STEPS(T, NAME, ISNAN)                                    \
   static T NAME(Op op, T a, T v) {                               \
@@ -69,7 +69,7 @@ STEPS(int32_t, step_i32, INT_NAN)
       ok = CHECK(taken[i] == 1, "element %ld taken %d times (length %ld, %ld threads)",       \
                  (long)(i % length), taken[i], (long)length, (long)threads);                   \
     /* The butterfly: the hardware lane is the launch position's within its block   */        \
-    /* (launch blocks are PTX_ROW_BLOCK_THREADS, ptx_row.c asserts).                 */        \
+    /* (launch blocks are PTX_ROW_BLOCK_THREADS, ptx/row.c asserts).                 */        \
     for (int i = 0; ok && i < PTX_ROW_SHUFFLES; i++) {                                         \
       int offset = ptx_row_offset(i);                                                          \
       for (int64_t item = 0; ok && item < items; item++) {                                     \

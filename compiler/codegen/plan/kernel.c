@@ -472,7 +472,7 @@ static bool store_alongside(Planner *p, GraphId id) {
   KernelIndexMap paths[MAX_PATHS], own;
   int count;
   kernel_index_identity(&own, n->shape.rank);
-  /* (A concat root stores each input's part in loops of its own, cpu_loop.c.) */
+  /* (A concat root stores each input's part in loops of its own, llvm/loop_rows.c.) */
   if (k->also_q != GRAPH_NONE || is_reduce(root->op) || root->op == GRAPH_OP_CONCAT ||
       !graph_shape_equal(&root->shape, &n->shape) ||
       !consumer_paths(p, id, kernel, paths, &count) || count != 1 ||
@@ -739,14 +739,6 @@ static void planner_release(Planner *p) {
   free(p->use_start);
   free(p->use_node);
   free(p->use_slot);
-}
-
-KernelPlanOptions kernel_plan_cpu_options(void) {
-  return (KernelPlanOptions){
-      .merge_attention_backward_from = 16,
-      .split_column_sums = true,
-      .merge_update_values = true,
-      .store_row_statistics = true};
 }
 
 Graph *kernel_prepare(const Graph *in, const KernelPlanOptions *options, GraphId *map, char *err,

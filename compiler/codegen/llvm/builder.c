@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "gen.h"
 #include "eval.h"
 
-LLVMTypeRef cpu_type(const CpuGen *gen, GraphDtype dtype) {
+LLVMTypeRef gen_type(const Gen *gen, GraphDtype dtype) {
   switch (dtype) {
   case GRAPH_F64: return gen->f64;
   case GRAPH_I32: return gen->i32;
@@ -15,62 +15,62 @@ LLVMTypeRef cpu_type(const CpuGen *gen, GraphDtype dtype) {
   }
 }
 
-LLVMTypeRef cpu_storage_type(const CpuGen *gen, GraphDtype dtype) {
-  return dtype == GRAPH_BF16 ? gen->i16 : cpu_type(gen, dtype);
+LLVMTypeRef gen_storage_type(const Gen *gen, GraphDtype dtype) {
+  return dtype == GRAPH_BF16 ? gen->i16 : gen_type(gen, dtype);
 }
 
 /* bf16 bits to f32: the 16 bits are the f32's high half (exact). */
-LLVMValueRef cpu_bf16_widen(CpuGen *gen, LLVMValueRef bits) {
+LLVMValueRef gen_bf16_widen(Gen *gen, LLVMValueRef bits) {
   LLVMBuilderRef b = gen->builder;
   LLVMValueRef wide = LLVMBuildZExt(b, bits, gen->i32, "");
-  return LLVMBuildBitCast(b, LLVMBuildShl(b, wide, cpu_i32(gen, 16), ""), gen->f32, "");
+  return LLVMBuildBitCast(b, LLVMBuildShl(b, wide, gen_i32(gen, 16), ""), gen->f32, "");
 }
 
 /* The f32 bits of x rounded to bf16 (low half zero): round to nearest,
  * ties to even, by adding 0x7fff plus the kept half's lowest bit; a NaN
  * keeps its sign and high payload and gets the quiet bit, so it stays a
  * NaN; an overflow rounds to infinity. As eval_bf16_round. */
-static LLVMValueRef bf16_rounded_bits(CpuGen *gen, LLVMValueRef x) {
+static LLVMValueRef bf16_rounded_bits(Gen *gen, LLVMValueRef x) {
   LLVMBuilderRef b = gen->builder;
   LLVMValueRef u = LLVMBuildBitCast(b, x, gen->i32, "");
-  LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, u, cpu_i32(gen, 16), ""), cpu_i32(gen, 1), "");
-  LLVMValueRef up = LLVMBuildAdd(b, u, LLVMBuildAdd(b, lsb, cpu_i32(gen, 0x7fff), ""), "");
-  LLVMValueRef high = cpu_i32(gen, (int32_t)0xffff0000u);
+  LLVMValueRef lsb = LLVMBuildAnd(b, LLVMBuildLShr(b, u, gen_i32(gen, 16), ""), gen_i32(gen, 1), "");
+  LLVMValueRef up = LLVMBuildAdd(b, u, LLVMBuildAdd(b, lsb, gen_i32(gen, 0x7fff), ""), "");
+  LLVMValueRef high = gen_i32(gen, (int32_t)0xffff0000u);
   LLVMValueRef rounded = LLVMBuildAnd(b, up, high, "");
-  LLVMValueRef quiet = LLVMBuildOr(b, LLVMBuildAnd(b, u, high, ""), cpu_i32(gen, 0x00400000), "");
+  LLVMValueRef quiet = LLVMBuildOr(b, LLVMBuildAnd(b, u, high, ""), gen_i32(gen, 0x00400000), "");
   LLVMValueRef nan = LLVMBuildFCmp(b, LLVMRealUNO, x, x, "");
   return LLVMBuildSelect(b, nan, quiet, rounded, "");
 }
 
-LLVMValueRef cpu_bf16_round(CpuGen *gen, LLVMValueRef x) {
+LLVMValueRef gen_bf16_round(Gen *gen, LLVMValueRef x) {
   return LLVMBuildBitCast(gen->builder, bf16_rounded_bits(gen, x), gen->f32, "");
 }
 
-LLVMValueRef cpu_bf16_narrow(CpuGen *gen, LLVMValueRef x) {
+LLVMValueRef gen_bf16_narrow(Gen *gen, LLVMValueRef x) {
   LLVMBuilderRef b = gen->builder;
-  return LLVMBuildTrunc(b, LLVMBuildLShr(b, bf16_rounded_bits(gen, x), cpu_i32(gen, 16), ""),
+  return LLVMBuildTrunc(b, LLVMBuildLShr(b, bf16_rounded_bits(gen, x), gen_i32(gen, 16), ""),
                         gen->i16, "");
 }
 
-LLVMValueRef cpu_load_value(CpuGen *gen, GraphDtype dtype, LLVMValueRef ptr) {
-  LLVMValueRef v = LLVMBuildLoad2(gen->builder, cpu_storage_type(gen, dtype), ptr, "");
-  return dtype == GRAPH_BF16 ? cpu_bf16_widen(gen, v) : v;
+LLVMValueRef gen_load_value(Gen *gen, GraphDtype dtype, LLVMValueRef ptr) {
+  LLVMValueRef v = LLVMBuildLoad2(gen->builder, gen_storage_type(gen, dtype), ptr, "");
+  return dtype == GRAPH_BF16 ? gen_bf16_widen(gen, v) : v;
 }
 
-void cpu_store_value(CpuGen *gen, GraphDtype dtype, LLVMValueRef v, LLVMValueRef ptr) {
-  LLVMBuildStore(gen->builder, dtype == GRAPH_BF16 ? cpu_bf16_narrow(gen, v) : v, ptr);
+void gen_store_value(Gen *gen, GraphDtype dtype, LLVMValueRef v, LLVMValueRef ptr) {
+  LLVMBuildStore(gen->builder, dtype == GRAPH_BF16 ? gen_bf16_narrow(gen, v) : v, ptr);
 }
 
-LLVMValueRef cpu_i64(const CpuGen *gen, int64_t value) {
+LLVMValueRef gen_i64(const Gen *gen, int64_t value) {
   return LLVMConstInt(gen->i64, (unsigned long long)value, true);
 }
 
-LLVMValueRef cpu_i32(const CpuGen *gen, int32_t value) {
+LLVMValueRef gen_i32(const Gen *gen, int32_t value) {
   return LLVMConstInt(gen->i32, (unsigned long long)(int64_t)value, true);
 }
 
 /* As eval_tensor_set: floats round, integers saturate and NaN becomes 0. */
-LLVMValueRef cpu_constant(const CpuGen *gen, GraphDtype dtype, double value) {
+LLVMValueRef gen_constant(const Gen *gen, GraphDtype dtype, double value) {
   switch (dtype) {
   case GRAPH_F64: return LLVMConstReal(gen->f64, value);
   case GRAPH_BF16: return LLVMConstReal(gen->f32, (double)eval_bf16_round((float)value));
@@ -79,13 +79,13 @@ LLVMValueRef cpu_constant(const CpuGen *gen, GraphDtype dtype, double value) {
                 : value >= 2147483647.0  ? INT32_MAX
                 : value <= -2147483648.0 ? INT32_MIN
                                          : (int32_t)value;
-    return cpu_i32(gen, v);
+    return gen_i32(gen, v);
   }
   default: return LLVMConstReal(gen->f32, (double)(float)value);
   }
 }
 
-LLVMValueRef cpu_entry_alloca(CpuGen *gen, LLVMTypeRef type, const char *name) {
+LLVMValueRef gen_entry_alloca(Gen *gen, LLVMTypeRef type, const char *name) {
   LLVMBasicBlockRef current = LLVMGetInsertBlock(gen->builder);
   LLVMValueRef fn = LLVMGetBasicBlockParent(current);
   LLVMBasicBlockRef entry = LLVMGetEntryBasicBlock(fn);
@@ -100,10 +100,10 @@ LLVMValueRef cpu_entry_alloca(CpuGen *gen, LLVMTypeRef type, const char *name) {
   return slot;
 }
 
-void cpu_loop_begin(CpuGen *gen, CpuLoop *loop, LLVMValueRef begin, LLVMValueRef end) {
+void gen_loop_begin(Gen *gen, GenLoop *loop, LLVMValueRef begin, LLVMValueRef end) {
   LLVMBuilderRef b = gen->builder;
   LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
-  loop->counter = cpu_entry_alloca(gen, gen->i64, "i");
+  loop->counter = gen_entry_alloca(gen, gen->i64, "i");
   LLVMBuildStore(b, begin, loop->counter);
   loop->header = LLVMAppendBasicBlockInContext(gen->context, fn, "loop");
   LLVMBasicBlockRef body = LLVMAppendBasicBlockInContext(gen->context, fn, "body");
@@ -116,15 +116,15 @@ void cpu_loop_begin(CpuGen *gen, CpuLoop *loop, LLVMValueRef begin, LLVMValueRef
   loop->index = i;
 }
 
-void cpu_loop_end(CpuGen *gen, CpuLoop *loop) {
+void gen_loop_end(Gen *gen, GenLoop *loop) {
   LLVMBuilderRef b = gen->builder;
-  LLVMValueRef next = LLVMBuildAdd(b, loop->index, cpu_i64(gen, 1), "");
+  LLVMValueRef next = LLVMBuildAdd(b, loop->index, gen_i64(gen, 1), "");
   LLVMBuildStore(b, next, loop->counter);
   LLVMBuildBr(b, loop->header);
   LLVMPositionBuilderAtEnd(b, loop->exit);
 }
 
-LLVMValueRef cpu_intrinsic(CpuGen *gen, const char *name, LLVMTypeRef *types, int num_types,
+LLVMValueRef gen_intrinsic(Gen *gen, const char *name, LLVMTypeRef *types, int num_types,
                            LLVMValueRef *args, int num_args) {
   unsigned id = LLVMLookupIntrinsicID(name, strlen(name));
   LLVMValueRef fn = LLVMGetIntrinsicDeclaration(gen->module, id, types, (size_t)num_types);
@@ -132,36 +132,36 @@ LLVMValueRef cpu_intrinsic(CpuGen *gen, const char *name, LLVMTypeRef *types, in
   return LLVMBuildCall2(gen->builder, fn_type, fn, args, (unsigned)num_args, "");
 }
 
-LLVMValueRef cpu_fmuladd(CpuGen *gen, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z) {
+LLVMValueRef gen_fmuladd(Gen *gen, LLVMValueRef x, LLVMValueRef y, LLVMValueRef z) {
   LLVMTypeRef type = LLVMTypeOf(x);
   LLVMValueRef args[3] = {x, y, z};
-  return cpu_intrinsic(gen, "llvm.fmuladd", &type, 1, args, 3);
+  return gen_intrinsic(gen, "llvm.fmuladd", &type, 1, args, 3);
 }
 
-LLVMValueRef cpu_splat(CpuGen *gen, LLVMValueRef x, unsigned lanes) {
+LLVMValueRef gen_splat(Gen *gen, LLVMValueRef x, unsigned lanes) {
   LLVMTypeRef vt = LLVMVectorType(LLVMTypeOf(x), lanes);
-  LLVMValueRef v = LLVMBuildInsertElement(gen->builder, LLVMGetUndef(vt), x, cpu_i32(gen, 0), "");
+  LLVMValueRef v = LLVMBuildInsertElement(gen->builder, LLVMGetUndef(vt), x, gen_i32(gen, 0), "");
   LLVMValueRef zeros = LLVMConstNull(LLVMVectorType(gen->i32, lanes));
   return LLVMBuildShuffleVector(gen->builder, v, LLVMGetUndef(vt), zeros, "");
 }
 
-LLVMValueRef cpu_lane_sum(CpuGen *gen, LLVMValueRef v) {
+LLVMValueRef gen_lane_sum(Gen *gen, LLVMValueRef v) {
   LLVMBuilderRef b = gen->builder;
   if (LLVMGetTypeKind(LLVMTypeOf(v)) != LLVMVectorTypeKind) return v;
   for (unsigned w = LLVMGetVectorSize(LLVMTypeOf(v)); w > 1; w /= 2) {
     LLVMValueRef lo[32], hi[32], undef = LLVMGetUndef(LLVMTypeOf(v));
     for (unsigned i = 0; i < w / 2; i++) {
-      lo[i] = cpu_i32(gen, (int32_t)i);
-      hi[i] = cpu_i32(gen, (int32_t)(w / 2 + i));
+      lo[i] = gen_i32(gen, (int32_t)i);
+      hi[i] = gen_i32(gen, (int32_t)(w / 2 + i));
     }
     LLVMValueRef low = LLVMBuildShuffleVector(b, v, undef, LLVMConstVector(lo, w / 2), "");
     LLVMValueRef high = LLVMBuildShuffleVector(b, v, undef, LLVMConstVector(hi, w / 2), "");
     v = LLVMBuildFAdd(b, low, high, "");
   }
-  return LLVMBuildExtractElement(b, v, cpu_i32(gen, 0), "");
+  return LLVMBuildExtractElement(b, v, gen_i32(gen, 0), "");
 }
 
-LLVMValueRef cpu_libcall(CpuGen *gen, const char *name, LLVMTypeRef result, LLVMTypeRef *params,
+LLVMValueRef gen_libcall(Gen *gen, const char *name, LLVMTypeRef result, LLVMTypeRef *params,
                          LLVMValueRef *args, int num_args) {
   LLVMTypeRef fn_type = LLVMFunctionType(result, params, (unsigned)num_args, false);
   LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
@@ -170,10 +170,10 @@ LLVMValueRef cpu_libcall(CpuGen *gen, const char *name, LLVMTypeRef result, LLVM
   return LLVMBuildCall2(gen->builder, fn_type, fn, args, (unsigned)num_args, "");
 }
 
-LLVMValueRef cpu_math_call(CpuGen *gen, const char *name, LLVMTypeRef type, LLVMValueRef *args,
+LLVMValueRef gen_math_call(Gen *gen, const char *name, LLVMTypeRef type, LLVMValueRef *args,
                            int num_args) {
   LLVMTypeRef params[2] = {type, type};
-  LLVMValueRef call = cpu_libcall(gen, name, type, params, args, num_args);
+  LLVMValueRef call = gen_libcall(gen, name, type, params, args, num_args);
   /* As under -fno-math-errno: errno is never read, so the function is pure
    * and defined for every input, and LICM may hoist a call whose argument
    * is the same for a whole row out of the row's loop. */
@@ -188,20 +188,20 @@ LLVMValueRef cpu_math_call(CpuGen *gen, const char *name, LLVMTypeRef type, LLVM
   return call;
 }
 
-LLVMValueRef cpu_element(CpuGen *gen, LLVMTypeRef element, LLVMValueRef base, LLVMValueRef index) {
+LLVMValueRef gen_element(Gen *gen, LLVMTypeRef element, LLVMValueRef base, LLVMValueRef index) {
   return LLVMBuildInBoundsGEP2(gen->builder, element, base, &index, 1, "");
 }
 
-LLVMValueRef cpu_kernel_arg(CpuGen *gen, LLVMValueRef args, int i, LLVMTypeRef element) {
+LLVMValueRef gen_kernel_arg(Gen *gen, LLVMValueRef args, int i, LLVMTypeRef element) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef ptr_ptr = LLVMPointerType(gen->ptr, 0);
   LLVMValueRef slots = LLVMBuildBitCast(b, args, ptr_ptr, "");
-  LLVMValueRef slot = cpu_element(gen, gen->ptr, slots, cpu_i64(gen, i));
+  LLVMValueRef slot = gen_element(gen, gen->ptr, slots, gen_i64(gen, i));
   LLVMValueRef raw = LLVMBuildLoad2(b, gen->ptr, slot, "");
   return LLVMBuildBitCast(b, raw, LLVMPointerType(element, 0), "");
 }
 
-void cpu_add_attributes(CpuGen *gen, LLVMValueRef fn, const char *const *names, int count) {
+void gen_add_attributes(Gen *gen, LLVMValueRef fn, const char *const *names, int count) {
   for (int i = 0; i < count; i++) {
     unsigned kind = LLVMGetEnumAttributeKindForName(names[i], strlen(names[i]));
     LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
@@ -209,7 +209,7 @@ void cpu_add_attributes(CpuGen *gen, LLVMValueRef fn, const char *const *names, 
   }
 }
 
-LLVMValueRef cpu_kernel_function(CpuGen *gen, int function) {
+LLVMValueRef gen_kernel_function(Gen *gen, int function) {
   const KernelPlan *plan = gen->plan;
   const Kernel *k = &plan->kernels[plan->function_kernel[function]];
   char name[128];
@@ -220,8 +220,20 @@ LLVMValueRef cpu_kernel_function(CpuGen *gen, int function) {
   /* Inlined into P_run, every kernel would be compiled twice (the serial
    * call and the pointer passed to tfm_parallel_for). */
   const char *attributes[2] = {"noinline", "nounwind"};
-  cpu_add_attributes(gen, fn, attributes, 2);
+  gen_add_attributes(gen, fn, attributes, 2);
   LLVMPositionBuilderAtEnd(gen->builder, LLVMAppendBasicBlockInContext(gen->context, fn, "entry"));
   gen->functions[function] = fn;
   return fn;
+}
+
+LLVMValueRef gen_imul(Gen *gen, LLVMValueRef a, int64_t c) {
+  return LLVMBuildMul(gen->builder, a, gen_i64(gen, c), "");
+}
+
+LLVMValueRef gen_iadd(Gen *gen, LLVMValueRef a, LLVMValueRef b) {
+  return LLVMBuildAdd(gen->builder, a, b, "");
+}
+
+LLVMValueRef gen_load_at(Gen *gen, LLVMTypeRef t, LLVMValueRef base, LLVMValueRef i) {
+  return LLVMBuildLoad2(gen->builder, t, gen_element(gen, t, base, i), "");
 }

@@ -1,9 +1,9 @@
 /* Philox 4x32-10 in LLVM IR, word for word the generator of
  * compiler/ir/philox.c, so compiled dropout masks equal the evaluator's. */
-#include "cpu_internal.h"
+#include "gen.h"
 
 /* hi:lo of a * b for a 32-bit constant a. */
-static void mul_wide(CpuGen *gen, uint32_t a, LLVMValueRef b, LLVMValueRef *hi, LLVMValueRef *lo) {
+static void mul_wide(Gen *gen, uint32_t a, LLVMValueRef b, LLVMValueRef *hi, LLVMValueRef *lo) {
   LLVMBuilderRef bld = gen->builder;
   LLVMValueRef p =
       LLVMBuildMul(bld, LLVMConstInt(gen->i64, a, false), LLVMBuildZExt(bld, b, gen->i64, ""), "");
@@ -12,7 +12,7 @@ static void mul_wide(CpuGen *gen, uint32_t a, LLVMValueRef b, LLVMValueRef *hi, 
                        "");
 }
 
-LLVMValueRef cpu_philox_uniform(CpuGen *gen, const GraphNode *node, LLVMValueRef offset,
+LLVMValueRef gen_philox_uniform(Gen *gen, const GraphNode *node, LLVMValueRef offset,
                                 LLVMValueRef index) {
   LLVMBuilderRef b = gen->builder;
   LLVMValueRef block = LLVMBuildLShr(b, index, LLVMConstInt(gen->i64, 2, false), "");
@@ -48,7 +48,7 @@ LLVMValueRef cpu_philox_uniform(CpuGen *gen, const GraphNode *node, LLVMValueRef
     word = LLVMBuildSelect(
         b, LLVMBuildICmp(b, LLVMIntEQ, lane, LLVMConstInt(gen->i32, (unsigned)i, false), ""), c[i],
         word, "");
-  LLVMTypeRef t = cpu_type(gen, node->dtype);
+  LLVMTypeRef t = gen_type(gen, node->dtype);
   LLVMValueRef top = LLVMBuildLShr(b, word, LLVMConstInt(gen->i32, 8, false), "");
   return LLVMBuildFMul(b, LLVMBuildUIToFP(b, top, t, ""), LLVMConstReal(t, 1.0 / 16777216.0), "");
 }

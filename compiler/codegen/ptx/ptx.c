@@ -1,21 +1,19 @@
 /* The GPU backend's driver: builds an NVPTX module of the plan's kernels
- * (reusing the CPU backend's kernel emitters), links CUDA's libdevice for
- * the math functions, optimises at O3 and prints PTX. */
+ * (the shared emitters of compiler/codegen/llvm/ and this folder's rows and
+ * dots), links CUDA's libdevice for the math functions, optimises at O3
+ * and prints PTX. */
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "ptx.h"
 
-#include <llvm-c/Analysis.h>
 #include <llvm-c/BitReader.h>
 #include <llvm-c/Linker.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/TargetMachine.h>
-#include <llvm-c/Transforms/PassBuilder.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_internal.h"
 #include "errbuf.h"
 #include "ptx_internal.h"
 
@@ -72,7 +70,7 @@ static int64_t thread_items(const KernelPlan *plan, int kernel) {
   const GraphShape *s = &graph_node(plan->graph, k->root)->shape;
   if (k->kind == KERNEL_DOT)
     return graph_shape_numel(s);
-  if (k->kind == KERNEL_SCATTER) { /* (row block, column) pairs (cpu_emit_scatter_kernel) */
+  if (k->kind == KERNEL_SCATTER) { /* (row block, column) pairs (emit_scatter_kernel) */
     int64_t rows = ptx_scatter_block_rows(graph_node(plan->graph, k->root));
     return (s->dims[0] + rows - 1) / rows * s->dims[1];
   }
@@ -109,12 +107,6 @@ KernelPlan *ptx_thread_plan(const KernelPlan *plan) {
   return copy;
 }
 
-static bool fail_llvm(char *err, size_t size, const char *what, char *message) {
-  errbuf_set(err, size, "%s: %s", what, message ? message : "unknown error");
-  LLVMDisposeMessage(message);
-  return false;
-}
-
 static void initialize_once(void) {
   LLVMInitializeNVPTXTargetInfo();
   LLVMInitializeNVPTXTarget();
@@ -128,7 +120,7 @@ static LLVMTargetMachineRef create_machine(const Arch *arch, char *err, size_t s
   LLVMTargetRef target;
   char *message = NULL;
   if (LLVMGetTargetFromTriple(TRIPLE, &target, &message)) {
-    fail_llvm(err, size, "NVPTX target", message);
+    gen_fail_llvm(err, size, "NVPTX target", message);
     return NULL;
   }
   LLVMTargetMachineRef machine =
@@ -140,7 +132,7 @@ static LLVMTargetMachineRef create_machine(const Arch *arch, char *err, size_t s
 }
 
 /* The special register `name` (llvm.nvvm.read.ptx.sreg.*) as i64. */
-LLVMValueRef ptx_shared_array(CpuGen *gen, const char *name, LLVMTypeRef element, int64_t count,
+LLVMValueRef ptx_shared_array(Gen *gen, const char *name, LLVMTypeRef element, int64_t count,
                               unsigned align) {
   LLVMTypeRef type = LLVMArrayType(element, (unsigned)count);
   LLVMValueRef g = LLVMAddGlobalInAddressSpace(gen->module, type, name, 3);
@@ -150,27 +142,27 @@ LLVMValueRef ptx_shared_array(CpuGen *gen, const char *name, LLVMTypeRef element
   return g;
 }
 
-LLVMValueRef ptx_shared_element(CpuGen *gen, LLVMValueRef array, LLVMValueRef i) {
-  LLVMValueRef index[2] = {cpu_i64(gen, 0), i};
+LLVMValueRef ptx_shared_element(Gen *gen, LLVMValueRef array, LLVMValueRef i) {
+  LLVMValueRef index[2] = {gen_i64(gen, 0), i};
   return LLVMBuildInBoundsGEP2(gen->builder, LLVMGlobalGetValueType(array), array, index, 2, "");
 }
 
-static LLVMValueRef special_register(CpuGen *gen, const char *name) {
+static LLVMValueRef special_register(Gen *gen, const char *name) {
   char full[64];
   snprintf(full, sizeof full, "llvm.nvvm.read.ptx.sreg.%s", name);
-  return LLVMBuildZExt(gen->builder, cpu_intrinsic(gen, full, NULL, 0, NULL, 0), gen->i64, "");
+  return LLVMBuildZExt(gen->builder, gen_intrinsic(gen, full, NULL, 0, NULL, 0), gen->i64, "");
 }
 
-static void mark_kernel(CpuGen *gen, LLVMValueRef fn) {
+static void mark_kernel(Gen *gen, LLVMValueRef fn) {
   LLVMValueRef operands[3] = {fn, LLVMMDStringInContext(gen->context, "kernel", 6),
-                              cpu_i32(gen, 1)};
+                              gen_i32(gen, 1)};
   LLVMAddNamedMetadataOperand(gen->module, "nvvm.annotations",
                               LLVMMDNodeInContext(gen->context, operands, 3));
 }
 
 /* The entry of plan function f: thread `item` runs the range function over
  * [item, item + 1) with the pointer parameters as its argument array. */
-static LLVMValueRef emit_entry(CpuGen *gen, int f) {
+static LLVMValueRef emit_entry(Gen *gen, int f) {
   const Kernel *k = &gen->plan->kernels[gen->plan->function_kernel[f]];
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef params[KERNEL_MAX_ARGS_PTX + 1];
@@ -193,11 +185,11 @@ static LLVMValueRef emit_entry(CpuGen *gen, int f) {
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, item, LLVMGetParam(fn, (unsigned)n), ""), run,
                   done);
   LLVMPositionBuilderAtEnd(b, run);
-  LLVMValueRef slots = LLVMBuildArrayAlloca(b, gen->ptr, cpu_i64(gen, n), "args");
+  LLVMValueRef slots = LLVMBuildArrayAlloca(b, gen->ptr, gen_i64(gen, n), "args");
   for (int i = 0; i < n; i++)
-    LLVMBuildStore(b, LLVMGetParam(fn, (unsigned)i), cpu_element(gen, gen->ptr, slots, cpu_i64(gen, i)));
+    LLVMBuildStore(b, LLVMGetParam(fn, (unsigned)i), gen_element(gen, gen->ptr, slots, gen_i64(gen, i)));
   LLVMValueRef call[3] = {LLVMBuildBitCast(b, slots, gen->ptr, ""), item,
-                          LLVMBuildAdd(b, item, cpu_i64(gen, 1), "")};
+                          LLVMBuildAdd(b, item, gen_i64(gen, 1), "")};
   LLVMBuildCall2(b, gen->range_fn, gen->functions[f], call, 3, "");
   LLVMBuildBr(b, done);
   LLVMPositionBuilderAtEnd(b, done);
@@ -207,7 +199,7 @@ static LLVMValueRef emit_entry(CpuGen *gen, int f) {
 
 /* The CPU emitters mark kernels noinline (for P_run); here the entry must
  * absorb them, so the attribute goes. */
-static void allow_inlining(CpuGen *gen, LLVMValueRef fn) {
+static void allow_inlining(Gen *gen, LLVMValueRef fn) {
   unsigned kind = LLVMGetEnumAttributeKindForName("noinline", 8);
   LLVMRemoveEnumAttributeAtIndex(fn, LLVMAttributeFunctionIndex, kind);
   kind = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
@@ -215,27 +207,41 @@ static void allow_inlining(CpuGen *gen, LLVMValueRef fn) {
                           LLVMCreateEnumAttribute(gen->context, kind, 0));
 }
 
+/* The kernel of plan function f as the GPU runs it. */
+static void emit_kernel(Gen *gen, int f, const Kernel *k) {
+  const KernelPlan *plan = gen->plan;
+  int64_t threads;
+  if (k->kind == KERNEL_DOT)
+    ptx_emit_dot_kernel(gen, f, k);
+  else if (k->kind == KERNEL_SCATTER)
+    emit_scatter_kernel(gen, f, k, ptx_scatter_block_rows(graph_node(plan->graph, k->root)));
+  else if (k->kind == KERNEL_ATTENTION)
+    ptx_emit_attention_kernel(gen, f, k);
+  else if ((threads = ptx_row_split_threads(plan, plan->function_kernel[f])) > 0)
+    ptx_emit_row_kernel(gen, f, k, threads);
+  else
+    emit_loop_kernel(gen, f, k);
+}
+
+/* The NVPTX module's kernels; their entries are added by generate. */
+static const Target device_target = {.name = "cuda",
+                                     .emit_kernel = emit_kernel,
+                                     .inline_f32_math = true,
+                                     .lane_reductions = true,
+                                     .noalias_body = false};
+
 /* With cublas, the dots cuBLAS computes get neither a function nor an
  * entry (gen->functions[f] and entries[f] stay NULL). */
-static bool generate(CpuGen *gen, LLVMValueRef *entries, bool cublas) {
+static bool generate(Gen *gen, LLVMValueRef *entries, bool cublas) {
   const KernelPlan *plan = gen->plan;
   for (int f = 0; f < plan->num_functions; f++) {
     const Kernel *k = &plan->kernels[plan->function_kernel[f]];
-    int64_t desc[PTX_GEMM_FIELDS], threads;
+    int64_t desc[PTX_GEMM_FIELDS];
     if (cublas && ptx_dot_on_cublas(plan, plan->function_kernel[f], desc))
       continue;
     if (k->num_args > KERNEL_MAX_ARGS_PTX)
       return false;
-    if (k->kind == KERNEL_DOT)
-      ptx_emit_dot_kernel(gen, f, k);
-    else if (k->kind == KERNEL_SCATTER)
-      cpu_emit_scatter_kernel(gen, f, k, ptx_scatter_block_rows(graph_node(plan->graph, k->root)));
-    else if (k->kind == KERNEL_ATTENTION)
-      ptx_emit_attention_kernel(gen, f, k);
-    else if ((threads = ptx_row_split_threads(plan, plan->function_kernel[f])) > 0)
-      ptx_emit_row_kernel(gen, f, k, threads);
-    else
-      cpu_emit_loop_kernel(gen, f, k);
+    gen->target->emit_kernel(gen, f, k);
     allow_inlining(gen, gen->functions[f]);
   }
   for (int f = 0; f < plan->num_functions; f++)
@@ -266,7 +272,7 @@ static bool link_libdevice(LLVMModuleRef module, LLVMContextRef context, char *e
   LLVMMemoryBufferRef buffer;
   char *message = NULL;
   if (LLVMCreateMemoryBufferWithContentsOfFile(path, &buffer, &message))
-    return fail_llvm(err, size, "cannot read CUDA's libdevice (set TFM_LIBDEVICE)", message);
+    return gen_fail_llvm(err, size, "cannot read CUDA's libdevice (set TFM_LIBDEVICE)", message);
   LLVMModuleRef library;
   bool failed = LLVMParseBitcodeInContext2(context, buffer, &library);
   LLVMDisposeMemoryBuffer(buffer);
@@ -322,25 +328,6 @@ static char *retarget(char *ptx, const Arch *arch) {
   return out;
 }
 
-static char *print_ptx(LLVMTargetMachineRef machine, LLVMModuleRef module, char *err, size_t size) {
-  char *message = NULL;
-  LLVMMemoryBufferRef buffer;
-  if (LLVMTargetMachineEmitToMemoryBuffer(machine, module, LLVMAssemblyFile, &message, &buffer)) {
-    fail_llvm(err, size, "PTX", message);
-    return NULL;
-  }
-  size_t n = LLVMGetBufferSize(buffer);
-  char *text = malloc(n + 1);
-  if (text) {
-    memcpy(text, LLVMGetBufferStart(buffer), n);
-    text[n] = '\0';
-  } else {
-    errbuf_set(err, size, "out of memory");
-  }
-  LLVMDisposeMemoryBuffer(buffer);
-  return text;
-}
-
 void ptx_thread_plan_free(KernelPlan *plan) {
   if (plan)
     free(plan->kernels);
@@ -370,39 +357,26 @@ char *ptx_compile(const KernelPlan *cpu_plan, const PtxOptions *options, char *e
   LLVMTargetDataRef layout = LLVMCreateTargetDataLayout(machine);
   LLVMSetModuleDataLayout(module, layout);
   LLVMDisposeTargetData(layout);
-  CpuGen gen = {.context = context, .module = module, .plan = plan, .graph = plan->graph,
-                .prefix = prefix, .ptx = true};
+  Gen gen = {.context = context, .module = module, .plan = plan, .graph = plan->graph,
+             .prefix = prefix, .target = &device_target};
   gen.builder = LLVMCreateBuilderInContext(context);
-  cpu_init_types(&gen);
-  int count = graph_count(plan->graph);
-  gen.functions = calloc((size_t)plan->num_functions + 1, sizeof(LLVMValueRef));
-  gen.constant_data = calloc((size_t)count + 1, sizeof(LLVMValueRef));
+  gen_init_types(&gen);
   LLVMValueRef *entries = calloc((size_t)plan->num_functions + 1, sizeof(LLVMValueRef));
-  bool ok = gen.functions && gen.constant_data && entries;
+  bool ok = gen_alloc_tables(&gen) && entries;
   if (!ok)
     errbuf_set(err, err_size, "out of memory");
   else if (!(ok = generate(&gen, entries, options && options->cublas)))
     errbuf_set(err, err_size, "a kernel has more than %d buffers", KERNEL_MAX_ARGS_PTX);
   LLVMDisposeBuilder(gen.builder);
-  char *message = NULL, *text = NULL;
-  if (ok && LLVMVerifyModule(module, LLVMReturnStatusAction, &message))
-    ok = fail_llvm(err, err_size, "invalid LLVM module", message);
-  else
-    LLVMDisposeMessage(message);
-  if (ok)
-    ok = link_libdevice(module, context, err, err_size);
+  char *text = NULL;
+  ok = ok && gen_verify(module, err, err_size) && link_libdevice(module, context, err, err_size);
   if (ok) {
     internalize(module, entries, plan->num_functions);
-    LLVMPassBuilderOptionsRef passes = LLVMCreatePassBuilderOptions();
-    LLVMErrorRef error = LLVMRunPasses(module, "default<O3>", machine, passes);
-    LLVMDisposePassBuilderOptions(passes);
-    if (error)
-      ok = fail_llvm(err, err_size, "optimisation", LLVMGetErrorMessage(error));
+    ok = gen_optimize(module, machine, err, err_size);
   }
-  if (ok && (text = print_ptx(machine, module, err, err_size)))
+  if (ok && (text = gen_machine_text(machine, module, "PTX", err, err_size)))
     text = retarget(text, arch);
-  free(gen.functions);
-  free(gen.constant_data);
+  gen_free_tables(&gen);
   free(entries);
   LLVMDisposeModule(module);
   LLVMContextDispose(context);

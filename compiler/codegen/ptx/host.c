@@ -1,14 +1,15 @@
-/* The host module of a CUDA build: the graph's PTX and launch list as a
- * tfm_gpu_program (runtime/gpu.h, field for field), P_run and P_update
- * calling tfm_gpu_run and tfm_gpu_update on it, and the region sizes. */
+/* The host module of a CUDA build (ptx_host_target): the graph's PTX and
+ * launch list as a tfm_gpu_program (runtime/gpu.h, field for field), P_run
+ * and P_update calling tfm_gpu_run and tfm_gpu_update on it, and the
+ * region sizes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cpu_internal.h"
+#include "gen.h"
 #include "ptx.h"
 
-static LLVMValueRef private_global(CpuGen *gen, LLVMValueRef init, const char *name) {
+static LLVMValueRef private_global(Gen *gen, LLVMValueRef init, const char *name) {
   LLVMValueRef g = LLVMAddGlobal(gen->module, LLVMTypeOf(init), name);
   LLVMSetInitializer(g, init);
   LLVMSetGlobalConstant(g, true);
@@ -16,17 +17,17 @@ static LLVMValueRef private_global(CpuGen *gen, LLVMValueRef init, const char *n
   return LLVMConstBitCast(g, gen->ptr);
 }
 
-static LLVMValueRef text_global(CpuGen *gen, const char *text, const char *name) {
+static LLVMValueRef text_global(Gen *gen, const char *text, const char *name) {
   return private_global(
       gen, LLVMConstStringInContext(gen->context, text, (unsigned)strlen(text), false), name);
 }
 
-static LLVMValueRef i64_array(CpuGen *gen, const int64_t *values, int count, const char *name) {
+static LLVMValueRef i64_array(Gen *gen, const int64_t *values, int count, const char *name) {
   LLVMValueRef *v = malloc(sizeof *v * (size_t)(count + 1));
   if (!v)
     abort(); /* out of memory while building LLVM IR */
   for (int i = 0; i < count; i++)
-    v[i] = cpu_i64(gen, values[i]);
+    v[i] = gen_i64(gen, values[i]);
   LLVMValueRef array = private_global(gen, LLVMConstArray(gen->i64, v, (unsigned)count), name);
   free(v);
   return array;
@@ -44,7 +45,7 @@ static int add_range(const KernelPlan *plan, GraphId id, int64_t *out, int n) {
   return n + 1;
 }
 
-static LLVMValueRef emit_program(CpuGen *gen, const char *ptx) {
+static LLVMValueRef emit_program(Gen *gen, const PtxHost *host) {
   const KernelPlan *plan = gen->plan;
   const Graph *g = gen->graph;
   int num_args = 0, num_inputs = 0, num_outputs = 0, num_copies = 0;
@@ -66,11 +67,11 @@ static LLVMValueRef emit_program(CpuGen *gen, const char *ptx) {
     char entry[160];
     ptx_entry_name(gen->prefix, kernel->function, entry, sizeof entry);
     int64_t desc[PTX_GEMM_FIELDS];
-    bool cublas = gen->gpu_cublas && ptx_dot_on_cublas(plan, k, desc);
+    bool cublas = host->cublas && ptx_dot_on_cublas(plan, k, desc);
     LLVMValueRef values[5] = {
         cublas ? LLVMConstNull(gen->ptr) : text_global(gen, entry, "entry"),
-        cpu_i64(gen, ptx_work_items(plan, k)), cpu_i64(gen, kernel->num_args),
-        cpu_i64(gen, arg),
+        gen_i64(gen, ptx_work_items(plan, k)), gen_i64(gen, kernel->num_args),
+        gen_i64(gen, arg),
         cublas ? i64_array(gen, desc, PTX_GEMM_FIELDS, "gemm") : LLVMConstNull(gen->ptr)};
     launches[k] = LLVMConstNamedStruct(launch_type, values, 5);
     for (int i = 0; i < kernel->num_args; i++, arg++) {
@@ -83,7 +84,7 @@ static LLVMValueRef emit_program(CpuGen *gen, const char *ptx) {
     num_inputs = add_range(plan, graph_input_at(g, i), inputs, num_inputs);
   for (int i = 0; i < graph_num_outputs(g); i++)
     num_outputs = add_range(plan, graph_output_at(g, i).node, outputs, num_outputs);
-  /* The update as the CPU's P_update does it (cpu_entry.c), on the device. */
+  /* The update as the CPU's P_update does it (llvm/pool_entry.c), on the device. */
   for (int i = 0; i < graph_num_updates(g); i++) {
     GraphUpdate u = graph_update_at(g, i);
     int to = plan->buffer_of[u.target], from = plan->buffer_of[u.value];
@@ -104,19 +105,19 @@ static LLVMValueRef emit_program(CpuGen *gen, const char *ptx) {
   LLVMSetInitializer(state, LLVMConstNull(gen->ptr));
   LLVMSetLinkage(state, LLVMInternalLinkage);
   LLVMValueRef values[15] = {
-      text_global(gen, ptx, "ptx"),
-      cpu_i64(gen, plan->persistent_bytes),
-      cpu_i64(gen, plan->scratch_bytes),
-      cpu_i64(gen, PTX_BLOCK_THREADS),
-      cpu_i64(gen, plan->num_kernels),
+      text_global(gen, host->ptx, "ptx"),
+      gen_i64(gen, plan->persistent_bytes),
+      gen_i64(gen, plan->scratch_bytes),
+      gen_i64(gen, PTX_BLOCK_THREADS),
+      gen_i64(gen, plan->num_kernels),
       launch_array,
       i64_array(gen, regions, num_args, "arg_region"),
       i64_array(gen, offsets, num_args, "arg_offset"),
-      cpu_i64(gen, num_inputs),
+      gen_i64(gen, num_inputs),
       i64_array(gen, inputs, 3 * num_inputs, "inputs"),
-      cpu_i64(gen, num_outputs),
+      gen_i64(gen, num_outputs),
       i64_array(gen, outputs, 3 * num_outputs, "outputs"),
-      cpu_i64(gen, num_copies),
+      gen_i64(gen, num_copies),
       i64_array(gen, copies, 4 * num_copies, "copies"),
       LLVMConstBitCast(state, gen->ptr),
   };
@@ -137,20 +138,24 @@ static LLVMValueRef emit_program(CpuGen *gen, const char *ptx) {
 }
 
 /* PREFIX_NAME(persistent, scratch[, pool]) calling tfm_gpu_NAME(program, persistent, scratch). */
-static void emit_host_call(CpuGen *gen, LLVMValueRef program, const char *name, int params) {
-  LLVMValueRef fn = cpu_add_entry(gen, name, params);
+static void emit_host_call(Gen *gen, LLVMValueRef program, const char *name, int params) {
+  LLVMValueRef fn = gen_add_entry(gen, name, params);
   char callee[64];
   snprintf(callee, sizeof callee, "tfm_gpu_%s", name);
   LLVMTypeRef types[3] = {gen->ptr, gen->ptr, gen->ptr};
   LLVMValueRef args[3] = {program, LLVMGetParam(fn, 0), LLVMGetParam(fn, 1)};
-  cpu_libcall(gen, callee, gen->void_type, types, args, 3);
+  gen_libcall(gen, callee, gen->void_type, types, args, 3);
   LLVMBuildRetVoid(gen->builder);
 }
 
-void gpu_emit_host_entry(CpuGen *gen, const char *ptx) {
-  LLVMValueRef program = emit_program(gen, ptx);
+static void emit_entry(Gen *gen) {
+  LLVMValueRef program = emit_program(gen, gen->target->data);
   emit_host_call(gen, program, "run", 3);
   emit_host_call(gen, program, "update", 2);
-  cpu_emit_size(gen, "persistent_bytes", gen->plan->persistent_bytes);
-  cpu_emit_size(gen, "scratch_bytes", gen->plan->scratch_bytes);
+  gen_emit_size(gen, "persistent_bytes", gen->plan->persistent_bytes);
+  gen_emit_size(gen, "scratch_bytes", gen->plan->scratch_bytes);
+}
+
+Target ptx_host_target(const PtxHost *host) {
+  return (Target){.name = "cuda host", .emit_entry = emit_entry, .data = host};
 }

@@ -1,6 +1,6 @@
 /* The GPU's cooperative rows: the geometry and index formulas of a loop
  * kernel whose reductions several threads share, used by its emitter
- * (cpu_loop.c's split rows, ptx_row.c's combine) and by its CPU model
+ * (llvm/loop_rows.c's split rows, row.c's combine) and by its CPU model
  * (tests/gpu/row_reduce_model.c), so that the model checks the mapping the
  * emitter uses.
  *

@@ -1,4 +1,5 @@
-/* The CPU backend: LLVM code for a kernel plan, through the LLVM C API.
+/* The CPU target and the host module every build has, through the LLVM
+ * C API.
  *
  * The module defines, for a symbol prefix P (default "tfm_model"):
  *   void P_run(uint8_t *persistent, uint8_t *scratch, tfm_pool *pool);
@@ -9,9 +10,12 @@
  *       copies each update's value into its target (the optimizer step);
  *   const int64_t P_persistent_bytes, P_scratch_bytes;
  *       the region sizes the plan needs.
- * One internal function per distinct kernel, of the tfm_range_fn type:
+ * With the CPU's own target, one internal function per distinct kernel, of
+ * the tfm_range_fn type:
  *   void kernel(void *args, size_t begin, size_t end)
- * where args is the kernel's array of buffer pointers (output first). */
+ * where args is the kernel's array of buffer pointers (output first). A
+ * CUDA build's host module has the same entry points, which launch the
+ * plan's PTX kernels instead (ptx_host_target, ptx.h). */
 #ifndef TFM_CPU_H
 #define TFM_CPU_H
 
@@ -19,20 +23,23 @@
 #include <stddef.h>
 
 #include "kernel.h"
+#include "target.h"
+
+/* The host CPU's kernels (dots on the generated GEMM, vector loops), run
+ * on the runtime's thread pool. */
+extern const Target cpu_target;
+
+/* The plan options the CPU's kernels are formed with (tfmc build's
+ * default target). */
+KernelPlanOptions cpu_plan_options(void);
 
 typedef struct CpuOptions {
   const char *cpu;    /* "native" (the default when NULL) or an LLVM CPU such as "x86-64-v3" */
   const char *prefix; /* symbol prefix; "tfm_model" when NULL */
-  /* When set, the module is the host side of a CUDA build (gpu_host.c):
-   * P_run launches the plan's kernels from this PTX through the runtime. */
-  const char *gpu_ptx;
-  /* With gpu_ptx: the dots ptx_dot_on_cublas accepts are cuBLAS calls
-   * (--gemm=cublas; the PTX was compiled with PtxOptions.cublas). */
-  bool gpu_cublas;
-  /* Dots as the GPU's untiled kernel computes them (ptx_dot.c: one work
-   * item per element of C; the tiled f32 kernel needs barriers and mma),
-   * for a ptx_thread_plan run on the CPU to test the GPU kernels. */
-  bool gpu_threads;
+  /* What the module holds: cpu_target when NULL; ptx_host_target for the
+   * host side of a CUDA build, ptx_serial_target to run the GPU's kernels
+   * on the CPU (ptx.h). */
+  const Target *target;
 } CpuOptions;
 
 typedef struct CpuModule CpuModule;

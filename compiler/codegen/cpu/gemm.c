@@ -34,9 +34,9 @@ typedef struct GemmGeometry {
   int64_t mc, kc, nc;
 } GemmGeometry;
 
-static unsigned element_bytes(const CpuGen *gen, LLVMTypeRef t) { return t == gen->f64 ? 8 : 4; }
+static unsigned element_bytes(const Gen *gen, LLVMTypeRef t) { return t == gen->f64 ? 8 : 4; }
 
-static GemmGeometry geometry(const CpuGen *gen, LLVMTypeRef t) {
+static GemmGeometry geometry(const Gen *gen, LLVMTypeRef t) {
   int bytes = (int)element_bytes(gen, t);
   GemmGeometry g;
   if (gen->vector_bits >= 512) {
@@ -54,38 +54,34 @@ static GemmGeometry geometry(const CpuGen *gen, LLVMTypeRef t) {
   return g;
 }
 
-static LLVMValueRef add(CpuGen *gen, LLVMValueRef a, LLVMValueRef b) {
+static LLVMValueRef add(Gen *gen, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildAdd(gen->builder, a, b, "");
 }
 
-static LLVMValueRef mul(CpuGen *gen, LLVMValueRef a, LLVMValueRef b) {
+static LLVMValueRef mul(Gen *gen, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildMul(gen->builder, a, b, "");
 }
 
-static LLVMValueRef min64(CpuGen *gen, LLVMValueRef a, LLVMValueRef b) {
+static LLVMValueRef min64(Gen *gen, LLVMValueRef a, LLVMValueRef b) {
   LLVMBuilderRef bl = gen->builder;
   return LLVMBuildSelect(bl, LLVMBuildICmp(bl, LLVMIntSLT, a, b, ""), a, b, "");
 }
 
 /* A counted loop begin, begin + step, ... < end. */
-static void step_loop_begin(CpuGen *gen, CpuLoop *loop, LLVMValueRef end, int64_t step) {
-  LLVMValueRef count = LLVMBuildSDiv(gen->builder, add(gen, end, cpu_i64(gen, step - 1)),
-                                     cpu_i64(gen, step), "");
-  cpu_loop_begin(gen, loop, cpu_i64(gen, 0), count);
-  loop->index = mul(gen, loop->index, cpu_i64(gen, step));
+static void step_loop_begin(Gen *gen, GenLoop *loop, LLVMValueRef end, int64_t step) {
+  LLVMValueRef count = LLVMBuildSDiv(gen->builder, add(gen, end, gen_i64(gen, step - 1)),
+                                     gen_i64(gen, step), "");
+  gen_loop_begin(gen, loop, gen_i64(gen, 0), count);
+  loop->index = mul(gen, loop->index, gen_i64(gen, step));
 }
 
-static void step_loop_end(CpuGen *gen, CpuLoop *loop) {
-  /* cpu_loop_end adds 1 to the index it holds: give it the counter back. */
+static void step_loop_end(Gen *gen, GenLoop *loop) {
+  /* gen_loop_end adds 1 to the index it holds: give it the counter back. */
   loop->index = LLVMBuildLoad2(gen->builder, gen->i64, loop->counter, "");
-  cpu_loop_end(gen, loop);
+  gen_loop_end(gen, loop);
 }
 
-static LLVMValueRef load_at(CpuGen *gen, LLVMTypeRef t, LLVMValueRef base, LLVMValueRef i) {
-  return LLVMBuildLoad2(gen->builder, t, cpu_element(gen, t, base, i), "");
-}
-
-static LLVMValueRef internal_function(CpuGen *gen, const char *name, LLVMTypeRef *params,
+static LLVMValueRef internal_function(Gen *gen, const char *name, LLVMTypeRef *params,
                                       int num_params) {
   LLVMValueRef fn = LLVMAddFunction(
       gen->module, name, LLVMFunctionType(gen->void_type, params, (unsigned)num_params, false));
@@ -105,7 +101,7 @@ static LLVMValueRef internal_function(CpuGen *gen, const char *name, LLVMTypeRef
  * c[r * ldc + j] = (accumulate ? c : 0) + sum_p a[p * a_step + r * a_row] b[p * nr + j]
  * (the sum from zero in p order, then added to c)
  * over the full mr x nr tile (mr: g->mr, or a part of it, micro_kernel). */
-static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeometry *g, int mr,
+static LLVMValueRef emit_micro_kernel(Gen *gen, LLVMTypeRef t, const GemmGeometry *g, int mr,
                                       const char *name) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef tp = LLVMPointerType(t, 0);
@@ -120,7 +116,7 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
   LLVMValueRef acc[16][4];
   for (int r = 0; r < mr; r++)
     for (int v = 0; v < nv; v++)
-      acc[r][v] = cpu_entry_alloca(gen, vt, "acc");
+      acc[r][v] = gen_entry_alloca(gen, vt, "acc");
   /* C is read after the k loop, not before it: the tile's 2 x mr cache
    * lines are prefetched for writing here, and their misses overlap the
    * loop instead of stalling its start. The block's products are summed
@@ -130,39 +126,39 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
   LLVMTypeRef i8p = LLVMPointerType(gen->i8, 0);
   for (int r = 0; r < mr; r++)
     for (int v = 0; v < nv; v++) {
-      LLVMValueRef at = add(gen, mul(gen, cpu_i64(gen, r), ldc), cpu_i64(gen, v * g->lanes));
-      LLVMValueRef args[4] = {LLVMBuildBitCast(b, cpu_element(gen, t, c, at), i8p, ""),
-                              cpu_i32(gen, 1), cpu_i32(gen, 3), cpu_i32(gen, 1)};
+      LLVMValueRef at = add(gen, mul(gen, gen_i64(gen, r), ldc), gen_i64(gen, v * g->lanes));
+      LLVMValueRef args[4] = {LLVMBuildBitCast(b, gen_element(gen, t, c, at), i8p, ""),
+                              gen_i32(gen, 1), gen_i32(gen, 3), gen_i32(gen, 1)};
       LLVMTypeRef pt = i8p;
-      cpu_intrinsic(gen, "llvm.prefetch", &pt, 1, args, 4);
+      gen_intrinsic(gen, "llvm.prefetch", &pt, 1, args, 4);
       LLVMBuildStore(b, LLVMConstNull(vt), acc[r][v]);
     }
-  CpuLoop p;
-  cpu_loop_begin(gen, &p, cpu_i64(gen, 0), kc);
+  GenLoop p;
+  gen_loop_begin(gen, &p, gen_i64(gen, 0), kc);
   LLVMValueRef bv[4];
   for (int v = 0; v < nv; v++) {
-    LLVMValueRef at = add(gen, mul(gen, p.index, cpu_i64(gen, nr)), cpu_i64(gen, v * g->lanes));
-    LLVMValueRef x = LLVMBuildLoad2(b, vt, LLVMBuildBitCast(b, cpu_element(gen, t, bp, at), vp, ""), "");
+    LLVMValueRef at = add(gen, mul(gen, p.index, gen_i64(gen, nr)), gen_i64(gen, v * g->lanes));
+    LLVMValueRef x = LLVMBuildLoad2(b, vt, LLVMBuildBitCast(b, gen_element(gen, t, bp, at), vp, ""), "");
     LLVMSetAlignment(x, align);
     bv[v] = x;
   }
   for (int r = 0; r < mr; r++) {
-    LLVMValueRef at = add(gen, mul(gen, p.index, a_step), mul(gen, cpu_i64(gen, r), a_row));
-    LLVMValueRef s = load_at(gen, t, a, at);
-    LLVMValueRef splat = cpu_splat(gen, s, (unsigned)g->lanes);
+    LLVMValueRef at = add(gen, mul(gen, p.index, a_step), mul(gen, gen_i64(gen, r), a_row));
+    LLVMValueRef s = gen_load_at(gen, t, a, at);
+    LLVMValueRef splat = gen_splat(gen, s, (unsigned)g->lanes);
     for (int v = 0; v < nv; v++)
-      LLVMBuildStore(b, cpu_fmuladd(gen, splat, bv[v], LLVMBuildLoad2(b, vt, acc[r][v], "")),
+      LLVMBuildStore(b, gen_fmuladd(gen, splat, bv[v], LLVMBuildLoad2(b, vt, acc[r][v], "")),
                      acc[r][v]);
   }
-  cpu_loop_end(gen, &p);
+  gen_loop_end(gen, &p);
   LLVMBasicBlockRef to_c = LLVMAppendBasicBlockInContext(gen->context, fn, "add_to_c");
   LLVMBasicBlockRef store = LLVMAppendBasicBlockInContext(gen->context, fn, "store");
   LLVMBuildCondBr(b, LLVMGetParam(fn, 5), to_c, store);
   LLVMPositionBuilderAtEnd(b, to_c);
   for (int r = 0; r < mr; r++)
     for (int v = 0; v < nv; v++) {
-      LLVMValueRef at = add(gen, mul(gen, cpu_i64(gen, r), ldc), cpu_i64(gen, v * g->lanes));
-      LLVMValueRef x = LLVMBuildLoad2(b, vt, LLVMBuildBitCast(b, cpu_element(gen, t, c, at), vp, ""), "");
+      LLVMValueRef at = add(gen, mul(gen, gen_i64(gen, r), ldc), gen_i64(gen, v * g->lanes));
+      LLVMValueRef x = LLVMBuildLoad2(b, vt, LLVMBuildBitCast(b, gen_element(gen, t, c, at), vp, ""), "");
       LLVMSetAlignment(x, align);
       LLVMBuildStore(b, LLVMBuildFAdd(b, x, LLVMBuildLoad2(b, vt, acc[r][v], ""), ""), acc[r][v]);
     }
@@ -170,9 +166,9 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
   LLVMPositionBuilderAtEnd(b, store);
   for (int r = 0; r < mr; r++)
     for (int v = 0; v < nv; v++) {
-      LLVMValueRef at = add(gen, mul(gen, cpu_i64(gen, r), ldc), cpu_i64(gen, v * g->lanes));
+      LLVMValueRef at = add(gen, mul(gen, gen_i64(gen, r), ldc), gen_i64(gen, v * g->lanes));
       LLVMValueRef s = LLVMBuildStore(b, LLVMBuildLoad2(b, vt, acc[r][v], ""),
-                                      LLVMBuildBitCast(b, cpu_element(gen, t, c, at), vp, ""));
+                                      LLVMBuildBitCast(b, gen_element(gen, t, c, at), vp, ""));
       LLVMSetAlignment(s, align);
     }
   LLVMBuildRetVoid(b);
@@ -182,7 +178,7 @@ static LLVMValueRef emit_micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeom
 /* One full sliver's w elements at one p: a <w x T> load where q is
  * contiguous, w scalar loads (stride sq) otherwise; bf16 bits widened to f32
  * element by element. */
-static LLVMValueRef load_sliver_row(CpuGen *gen, LLVMTypeRef t, LLVMTypeRef st, LLVMValueRef row,
+static LLVMValueRef load_sliver_row(Gen *gen, LLVMTypeRef t, LLVMTypeRef st, LLVMValueRef row,
                                     LLVMValueRef sq, int w, bool q_contiguous, bool from_bf16) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef vt = LLVMVectorType(t, (unsigned)w);
@@ -193,27 +189,27 @@ static LLVMValueRef load_sliver_row(CpuGen *gen, LLVMTypeRef t, LLVMTypeRef st, 
   }
   LLVMValueRef x = LLVMGetUndef(vt);
   for (int i = 0; i < w; i++) {
-    LLVMValueRef e = load_at(gen, st, row, q_contiguous ? cpu_i64(gen, i) : mul(gen, cpu_i64(gen, i), sq));
-    x = LLVMBuildInsertElement(b, x, from_bf16 ? cpu_bf16_widen(gen, e) : e, cpu_i32(gen, i), "");
+    LLVMValueRef e = gen_load_at(gen, st, row, q_contiguous ? gen_i64(gen, i) : mul(gen, gen_i64(gen, i), sq));
+    x = LLVMBuildInsertElement(b, x, from_bf16 ? gen_bf16_widen(gen, e) : e, gen_i32(gen, i), "");
   }
   return x;
 }
 
-static void store_sliver_row(CpuGen *gen, LLVMTypeRef t, LLVMValueRef x, LLVMValueRef to) {
+static void store_sliver_row(Gen *gen, LLVMTypeRef t, LLVMValueRef x, LLVMValueRef to) {
   LLVMBuilderRef b = gen->builder;
   LLVMValueRef s = LLVMBuildStore(b, x, LLVMBuildBitCast(b, to, LLVMPointerType(LLVMTypeOf(x), 0), ""));
   LLVMSetAlignment(s, element_bytes(gen, t));
 }
 
 /* The 4 x 4 transpose of rows r[0..3] (<4 x T> each): c[j][i] = r[i][j]. */
-static void transpose4(CpuGen *gen, LLVMValueRef r[4], LLVMValueRef c[4]) {
+static void transpose4(Gen *gen, LLVMValueRef r[4], LLVMValueRef c[4]) {
   LLVMBuilderRef b = gen->builder;
   static const int lo[4] = {0, 4, 1, 5}, hi[4] = {2, 6, 3, 7};
   static const int first[4] = {0, 1, 4, 5}, second[4] = {2, 3, 6, 7};
   LLVMValueRef mask[4][4];
   for (int i = 0; i < 4; i++) {
-    mask[0][i] = cpu_i32(gen, lo[i]), mask[1][i] = cpu_i32(gen, hi[i]);
-    mask[2][i] = cpu_i32(gen, first[i]), mask[3][i] = cpu_i32(gen, second[i]);
+    mask[0][i] = gen_i32(gen, lo[i]), mask[1][i] = gen_i32(gen, hi[i]);
+    mask[2][i] = gen_i32(gen, first[i]), mask[3][i] = gen_i32(gen, second[i]);
   }
   LLVMValueRef m[4];
   for (int i = 0; i < 4; i++)
@@ -234,42 +230,42 @@ static void transpose4(CpuGen *gen, LLVMValueRef r[4], LLVMValueRef c[4]) {
  * the loop vectorizer made this a gather (slow on this Xeon) and a
  * scalar load per element, ~18% of the micro-kernel's time at k = 256.
  * Covers p < len rounded down to a multiple of 4. */
-static void emit_pack_quads(CpuGen *gen, LLVMTypeRef t, LLVMValueRef out, LLVMValueRef in,
+static void emit_pack_quads(Gen *gen, LLVMTypeRef t, LLVMValueRef out, LLVMValueRef in,
                             LLVMValueRef len, LLVMValueRef sq, int w) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef vt = LLVMVectorType(t, 4), vp = LLVMPointerType(vt, 0);
   unsigned align = element_bytes(gen, t);
-  CpuLoop p;
-  cpu_loop_begin(gen, &p, cpu_i64(gen, 0), LLVMBuildSDiv(b, len, cpu_i64(gen, 4), ""));
-  LLVMValueRef p0 = mul(gen, p.index, cpu_i64(gen, 4));
+  GenLoop p;
+  gen_loop_begin(gen, &p, gen_i64(gen, 0), LLVMBuildSDiv(b, len, gen_i64(gen, 4), ""));
+  LLVMValueRef p0 = mul(gen, p.index, gen_i64(gen, 4));
   for (int g = 0; g < w; g += 4) {
     LLVMValueRef r[4], c[4];
     for (int i = 0; i < 4; i++) {
-      LLVMValueRef at = add(gen, mul(gen, cpu_i64(gen, g + i), sq), p0);
-      r[i] = LLVMBuildLoad2(b, vt, LLVMBuildBitCast(b, cpu_element(gen, t, in, at), vp, ""), "");
+      LLVMValueRef at = add(gen, mul(gen, gen_i64(gen, g + i), sq), p0);
+      r[i] = LLVMBuildLoad2(b, vt, LLVMBuildBitCast(b, gen_element(gen, t, in, at), vp, ""), "");
       LLVMSetAlignment(r[i], align);
     }
     transpose4(gen, r, c);
     for (int j = 0; j < 4; j++) {
-      LLVMValueRef at = add(gen, mul(gen, add(gen, p0, cpu_i64(gen, j)), cpu_i64(gen, w)),
-                            cpu_i64(gen, g));
-      LLVMValueRef x = LLVMBuildStore(b, c[j], LLVMBuildBitCast(b, cpu_element(gen, t, out, at), vp, ""));
+      LLVMValueRef at = add(gen, mul(gen, add(gen, p0, gen_i64(gen, j)), gen_i64(gen, w)),
+                            gen_i64(gen, g));
+      LLVMValueRef x = LLVMBuildStore(b, c[j], LLVMBuildBitCast(b, gen_element(gen, t, out, at), vp, ""));
       LLVMSetAlignment(x, align);
     }
   }
-  cpu_loop_end(gen, &p);
+  gen_loop_end(gen, &p);
 }
 
 /* Packs slivers of width w: dst[s*len*w + p*w + q] = src[p*sp + (s*w + q)*sq]
  * for s*w + q < count (p < len), zero beyond. `q_contiguous` says which
  * stride is 1, so the loops read memory in order. With from_bf16 the
  * source holds bf16 bits, widened to f32 as they are copied. */
-static void emit_pack(CpuGen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef src,
+static void emit_pack(Gen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef src,
                       LLVMValueRef len, LLVMValueRef count, LLVMValueRef sp, LLVMValueRef sq,
                       int w, bool q_contiguous, bool from_bf16) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef st = from_bf16 ? gen->i16 : t; /* bf16 sources widen to f32 as they pack */
-  LLVMValueRef W = cpu_i64(gen, w);
+  LLVMValueRef W = gen_i64(gen, w);
   LLVMValueRef full = LLVMBuildSDiv(b, count, W, "");
   LLVMValueRef sliver = mul(gen, len, W); /* elements of one packed sliver */
   /* Full slivers move w elements per p as one <w x T> store (and, when q
@@ -281,96 +277,96 @@ static void emit_pack(CpuGen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef
    * 4 KiB page when sp >= 1024 f32 (B of an n = 1024 GEMM, A of a
    * transposed one): out of reach of the prefetchers and all in one L1
    * set, which made the packing half the micro-kernel's time. */
-  CpuLoop s, p, q;
+  GenLoop s, p, q;
   if (q_contiguous) {
-    cpu_loop_begin(gen, &p, cpu_i64(gen, 0), len);
-    LLVMValueRef row = cpu_element(gen, st, src, mul(gen, p.index, sp));
-    LLVMValueRef out = cpu_element(gen, t, dst, mul(gen, p.index, W));
-    cpu_loop_begin(gen, &s, cpu_i64(gen, 0), full);
-    LLVMValueRef x = load_sliver_row(gen, t, st, cpu_element(gen, st, row, mul(gen, s.index, W)),
+    gen_loop_begin(gen, &p, gen_i64(gen, 0), len);
+    LLVMValueRef row = gen_element(gen, st, src, mul(gen, p.index, sp));
+    LLVMValueRef out = gen_element(gen, t, dst, mul(gen, p.index, W));
+    gen_loop_begin(gen, &s, gen_i64(gen, 0), full);
+    LLVMValueRef x = load_sliver_row(gen, t, st, gen_element(gen, st, row, mul(gen, s.index, W)),
                                      sq, w, true, from_bf16);
-    store_sliver_row(gen, t, x, cpu_element(gen, t, out, mul(gen, s.index, sliver)));
-    cpu_loop_end(gen, &s);
-    cpu_loop_end(gen, &p);
+    store_sliver_row(gen, t, x, gen_element(gen, t, out, mul(gen, s.index, sliver)));
+    gen_loop_end(gen, &s);
+    gen_loop_end(gen, &p);
   } else {
-    cpu_loop_begin(gen, &s, cpu_i64(gen, 0), full);
-    LLVMValueRef in = cpu_element(gen, st, src, mul(gen, mul(gen, s.index, W), sq));
-    LLVMValueRef out = cpu_element(gen, t, dst, mul(gen, s.index, sliver));
-    LLVMValueRef p0 = cpu_i64(gen, 0);
+    gen_loop_begin(gen, &s, gen_i64(gen, 0), full);
+    LLVMValueRef in = gen_element(gen, st, src, mul(gen, mul(gen, s.index, W), sq));
+    LLVMValueRef out = gen_element(gen, t, dst, mul(gen, s.index, sliver));
+    LLVMValueRef p0 = gen_i64(gen, 0);
     if (!from_bf16 && w % 4 == 0) {
       emit_pack_quads(gen, t, out, in, len, sq, w);
-      p0 = mul(gen, LLVMBuildSDiv(b, len, cpu_i64(gen, 4), ""), cpu_i64(gen, 4));
+      p0 = mul(gen, LLVMBuildSDiv(b, len, gen_i64(gen, 4), ""), gen_i64(gen, 4));
     }
-    cpu_loop_begin(gen, &p, p0, len);
-    LLVMValueRef x = load_sliver_row(gen, t, st, cpu_element(gen, st, in, mul(gen, p.index, sp)),
+    gen_loop_begin(gen, &p, p0, len);
+    LLVMValueRef x = load_sliver_row(gen, t, st, gen_element(gen, st, in, mul(gen, p.index, sp)),
                                      sq, w, false, from_bf16);
-    store_sliver_row(gen, t, x, cpu_element(gen, t, out, mul(gen, p.index, W)));
-    cpu_loop_end(gen, &p);
-    cpu_loop_end(gen, &s);
+    store_sliver_row(gen, t, x, gen_element(gen, t, out, mul(gen, p.index, W)));
+    gen_loop_end(gen, &p);
+    gen_loop_end(gen, &s);
   }
   /* The last sliver when count is not a multiple of w (this loop runs at
    * most once): element by element, then its padding. */
-  LLVMValueRef slivers = LLVMBuildSDiv(b, add(gen, count, cpu_i64(gen, w - 1)), W, "");
-  cpu_loop_begin(gen, &s, full, slivers);
+  LLVMValueRef slivers = LLVMBuildSDiv(b, add(gen, count, gen_i64(gen, w - 1)), W, "");
+  gen_loop_begin(gen, &s, full, slivers);
   LLVMValueRef valid = LLVMBuildSub(b, count, mul(gen, s.index, W), "");
-  LLVMValueRef out = cpu_element(gen, t, dst, mul(gen, s.index, sliver));
-  LLVMValueRef in = cpu_element(gen, st, src, mul(gen, mul(gen, s.index, W), sq));
+  LLVMValueRef out = gen_element(gen, t, dst, mul(gen, s.index, sliver));
+  LLVMValueRef in = gen_element(gen, st, src, mul(gen, mul(gen, s.index, W), sq));
   if (q_contiguous) {
-    cpu_loop_begin(gen, &p, cpu_i64(gen, 0), len);
-    cpu_loop_begin(gen, &q, cpu_i64(gen, 0), valid);
-    LLVMValueRef x = load_at(gen, st, in, add(gen, mul(gen, p.index, sp), q.index));
+    gen_loop_begin(gen, &p, gen_i64(gen, 0), len);
+    gen_loop_begin(gen, &q, gen_i64(gen, 0), valid);
+    LLVMValueRef x = gen_load_at(gen, st, in, add(gen, mul(gen, p.index, sp), q.index));
     if (from_bf16)
-      x = cpu_bf16_widen(gen, x);
-    LLVMBuildStore(b, x, cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
-    cpu_loop_end(gen, &q);
-    cpu_loop_end(gen, &p);
+      x = gen_bf16_widen(gen, x);
+    LLVMBuildStore(b, x, gen_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
+    gen_loop_end(gen, &q);
+    gen_loop_end(gen, &p);
   } else {
-    cpu_loop_begin(gen, &q, cpu_i64(gen, 0), valid);
-    cpu_loop_begin(gen, &p, cpu_i64(gen, 0), len);
-    LLVMValueRef x = load_at(gen, st, in, add(gen, mul(gen, q.index, sq), p.index));
+    gen_loop_begin(gen, &q, gen_i64(gen, 0), valid);
+    gen_loop_begin(gen, &p, gen_i64(gen, 0), len);
+    LLVMValueRef x = gen_load_at(gen, st, in, add(gen, mul(gen, q.index, sq), p.index));
     if (from_bf16)
-      x = cpu_bf16_widen(gen, x);
-    LLVMBuildStore(b, x, cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
-    cpu_loop_end(gen, &p);
-    cpu_loop_end(gen, &q);
+      x = gen_bf16_widen(gen, x);
+    LLVMBuildStore(b, x, gen_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
+    gen_loop_end(gen, &p);
+    gen_loop_end(gen, &q);
   }
-  cpu_loop_begin(gen, &p, cpu_i64(gen, 0), len);
-  cpu_loop_begin(gen, &q, valid, W);
-  LLVMBuildStore(b, LLVMConstNull(t), cpu_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
-  cpu_loop_end(gen, &q);
-  cpu_loop_end(gen, &p);
-  cpu_loop_end(gen, &s);
+  gen_loop_begin(gen, &p, gen_i64(gen, 0), len);
+  gen_loop_begin(gen, &q, valid, W);
+  LLVMBuildStore(b, LLVMConstNull(t), gen_element(gen, t, out, add(gen, mul(gen, p.index, W), q.index)));
+  gen_loop_end(gen, &q);
+  gen_loop_end(gen, &p);
+  gen_loop_end(gen, &s);
 }
 
 /* Opens the loop over k blocks of at most kc_max: at least one block, so
  * that k = 0 stores zeros. Returns the block's length (0 when k = 0) and in
  * *accumulate whether it adds to C (every block but the first). */
-static LLVMValueRef begin_k_blocks(CpuGen *gen, CpuLoop *pc, LLVMValueRef k, int64_t kc_max,
+static LLVMValueRef begin_k_blocks(Gen *gen, GenLoop *pc, LLVMValueRef k, int64_t kc_max,
                                    LLVMValueRef *accumulate) {
   LLVMBuilderRef b = gen->builder;
-  LLVMValueRef zero = cpu_i64(gen, 0);
+  LLVMValueRef zero = gen_i64(gen, 0);
   LLVMValueRef end = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, k, zero, ""), k,
-                                     cpu_i64(gen, 1), "");
+                                     gen_i64(gen, 1), "");
   step_loop_begin(gen, pc, end, kc_max);
-  LLVMValueRef kc = min64(gen, cpu_i64(gen, kc_max), LLVMBuildSub(b, k, pc->index, ""));
+  LLVMValueRef kc = min64(gen, gen_i64(gen, kc_max), LLVMBuildSub(b, k, pc->index, ""));
   *accumulate = LLVMBuildICmp(b, LLVMIntSGT, pc->index, zero, "");
   return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, kc, zero, ""), kc, zero, "");
 }
 
 /* Copies a rows x cols block between two row-major layouts. */
-static void emit_copy_block(CpuGen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef ldd,
+static void emit_copy_block(Gen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef ldd,
                             LLVMValueRef src, LLVMValueRef lds, LLVMValueRef rows,
                             LLVMValueRef cols) {
-  CpuLoop r, j;
-  cpu_loop_begin(gen, &r, cpu_i64(gen, 0), rows);
-  cpu_loop_begin(gen, &j, cpu_i64(gen, 0), cols);
-  LLVMValueRef x = load_at(gen, t, src, add(gen, mul(gen, r.index, lds), j.index));
-  LLVMBuildStore(gen->builder, x, cpu_element(gen, t, dst, add(gen, mul(gen, r.index, ldd), j.index)));
-  cpu_loop_end(gen, &j);
-  cpu_loop_end(gen, &r);
+  GenLoop r, j;
+  gen_loop_begin(gen, &r, gen_i64(gen, 0), rows);
+  gen_loop_begin(gen, &j, gen_i64(gen, 0), cols);
+  LLVMValueRef x = gen_load_at(gen, t, src, add(gen, mul(gen, r.index, lds), j.index));
+  LLVMBuildStore(gen->builder, x, gen_element(gen, t, dst, add(gen, mul(gen, r.index, ldd), j.index)));
+  gen_loop_end(gen, &j);
+  gen_loop_end(gen, &r);
 }
 
-static LLVMValueRef declare_scratch(CpuGen *gen) {
+static LLVMValueRef declare_scratch(Gen *gen) {
   const char *name = "tfm_thread_scratch";
   LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
   if (!fn) {
@@ -383,7 +379,7 @@ static LLVMValueRef declare_scratch(CpuGen *gen) {
 /* The module's micro-kernel of `rows` rows (g->mr, or a third or two
  * thirds of it) for element type t (f32 or f64), emitted on first use: the
  * f32 and bf16 GEMMs share the f32 ones. */
-static LLVMValueRef micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeometry *g, int rows) {
+static LLVMValueRef micro_kernel(Gen *gen, LLVMTypeRef t, const GemmGeometry *g, int rows) {
   char name[64];
   snprintf(name, sizeof name, "tfm_gemm_micro_%s_%d", t == gen->f64 ? "f64" : "f32", rows);
   LLVMValueRef micro = LLVMGetNamedFunction(gen->module, name);
@@ -393,12 +389,11 @@ static LLVMValueRef micro_kernel(CpuGen *gen, LLVMTypeRef t, const GemmGeometry 
 /* void gemm(T *c, T *a, T *b, i64 m, i64 n, i64 k, i64 lda, i64 ldb, i64 ldc):
  * c[i*ldc + j] = sum_p A(i, p) B(p, j), A(i, p) = a[ta ? p*lda + i : i*lda + p],
  * B(p, j) = b[tb ? j*ldb + p : p*ldb + j]. */
-static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
+static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const char *name) {
   LLVMBuilderRef b = gen->builder;
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
   GemmGeometry g = geometry(gen, t);
   int64_t nr = (int64_t)g.nv * g.lanes;
-  char name[64];
   int third = g.mr / 3;
   LLVMValueRef micro = micro_kernel(gen, t, &g, g.mr);
   LLVMValueRef micro_third = micro_kernel(gen, t, &g, third);
@@ -407,59 +402,58 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
 
   LLVMTypeRef tp = LLVMPointerType(t, 0);
   LLVMTypeRef params[9] = {tp, tp, tp, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64};
-  snprintf(name, sizeof name, "tfm_gemm_%s_%c%c", t == gen->f64 ? "f64" : "f32", ta ? 't' : 'n', tb ? 't' : 'n');
   LLVMValueRef fn = internal_function(gen, name, params, 9);
   LLVMValueRef c = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bm = LLVMGetParam(fn, 2);
   LLVMValueRef m = LLVMGetParam(fn, 3), n = LLVMGetParam(fn, 4), k = LLVMGetParam(fn, 5);
   LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);
-  LLVMValueRef one = cpu_i64(gen, 1);
+  LLVMValueRef one = gen_i64(gen, 1);
 
   int64_t size = element_bytes(gen, t);
   LLVMValueRef scratch_fn = declare_scratch(gen);
-  LLVMValueRef bytes = cpu_i64(gen, (g.mc * g.kc + g.kc * g.nc) * size);
+  LLVMValueRef bytes = gen_i64(gen, (g.mc * g.kc + g.kc * g.nc) * size);
   LLVMValueRef scratch = LLVMBuildCall2(b, LLVMGlobalGetValueType(scratch_fn), scratch_fn, &bytes,
                                         1, "scratch");
   LLVMValueRef apack = LLVMBuildBitCast(b, scratch, tp, "");
-  LLVMValueRef bpack = cpu_element(gen, t, apack, cpu_i64(gen, g.mc * g.kc));
-  LLVMValueRef tile = cpu_entry_alloca(gen, LLVMArrayType(t, (unsigned)(g.mr * nr)), "tile");
+  LLVMValueRef bpack = gen_element(gen, t, apack, gen_i64(gen, g.mc * g.kc));
+  LLVMValueRef tile = gen_entry_alloca(gen, LLVMArrayType(t, (unsigned)(g.mr * nr)), "tile");
   tile = LLVMBuildBitCast(b, tile, tp, "");
 
-  CpuLoop jc, pc, ic, jr, ir;
+  GenLoop jc, pc, ic, jr, ir;
   step_loop_begin(gen, &jc, n, g.nc);
-  LLVMValueRef nc = min64(gen, cpu_i64(gen, g.nc), LLVMBuildSub(b, n, jc.index, ""));
+  LLVMValueRef nc = min64(gen, gen_i64(gen, g.nc), LLVMBuildSub(b, n, jc.index, ""));
   LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, g.kc, &accumulate);
   /* B block (pc.., jc..): B(p, j) at p*sp + j*sq. */
   LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
-  LLVMValueRef bsrc = cpu_element(gen, t, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
+  LLVMValueRef bsrc = gen_element(gen, t, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
   emit_pack(gen, t, bpack, bsrc, kc, nc, bsp, bsq, (int)nr, !tb, false);
   step_loop_begin(gen, &ic, m, g.mc);
-  LLVMValueRef mc = min64(gen, cpu_i64(gen, g.mc), LLVMBuildSub(b, m, ic.index, ""));
+  LLVMValueRef mc = min64(gen, gen_i64(gen, g.mc), LLVMBuildSub(b, m, ic.index, ""));
   /* A block (ic.., pc..): A(i, p) at p*sp + i*sq. */
   LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
-  LLVMValueRef asrc = cpu_element(gen, t, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
-  LLVMValueRef MR = cpu_i64(gen, g.mr);
+  LLVMValueRef asrc = gen_element(gen, t, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
+  LLVMValueRef MR = gen_i64(gen, g.mr);
   /* Full slivers are read in place (element (r, p) at p*sp + r*sq); a last
    * partial one is packed at its place in the block, zero-padded. Packing
    * A cost more than it saved: in a weight gradient (A = x^T, m = d) it
    * was as much data as B, packed again by each thread (bench/RESULTS.md). */
   LLVMValueRef full_rows = mul(gen, LLVMBuildSDiv(b, mc, MR, ""), MR);
-  emit_pack(gen, t, cpu_element(gen, t, apack, mul(gen, full_rows, kc)),
-            cpu_element(gen, t, asrc, mul(gen, full_rows, asq)), kc,
+  emit_pack(gen, t, gen_element(gen, t, apack, mul(gen, full_rows, kc)),
+            gen_element(gen, t, asrc, mul(gen, full_rows, asq)), kc,
             LLVMBuildSub(b, mc, full_rows, ""), asp, asq, g.mr, ta, false);
   step_loop_begin(gen, &jr, nc, nr);
-  LLVMValueRef cols = min64(gen, cpu_i64(gen, nr), LLVMBuildSub(b, nc, jr.index, ""));
-  LLVMValueRef bsliver = cpu_element(gen, t, bpack, mul(gen, jr.index, kc));
+  LLVMValueRef cols = min64(gen, gen_i64(gen, nr), LLVMBuildSub(b, nc, jr.index, ""));
+  LLVMValueRef bsliver = gen_element(gen, t, bpack, mul(gen, jr.index, kc));
   step_loop_begin(gen, &ir, mc, g.mr);
-  LLVMValueRef rows = min64(gen, cpu_i64(gen, g.mr), LLVMBuildSub(b, mc, ir.index, ""));
+  LLVMValueRef rows = min64(gen, gen_i64(gen, g.mr), LLVMBuildSub(b, mc, ir.index, ""));
   LLVMValueRef packed = LLVMBuildICmp(b, LLVMIntSGE, ir.index, full_rows, "");
-  LLVMValueRef asliver = LLVMBuildSelect(b, packed, cpu_element(gen, t, apack, mul(gen, ir.index, kc)),
-                                         cpu_element(gen, t, asrc, mul(gen, ir.index, asq)), "");
+  LLVMValueRef asliver = LLVMBuildSelect(b, packed, gen_element(gen, t, apack, mul(gen, ir.index, kc)),
+                                         gen_element(gen, t, asrc, mul(gen, ir.index, asq)), "");
   LLVMValueRef a_step = LLVMBuildSelect(b, packed, MR, asp, "");
   LLVMValueRef a_row = LLVMBuildSelect(b, packed, one, asq, "");
-  LLVMValueRef ct = cpu_element(
+  LLVMValueRef ct = gen_element(
       gen, t, c, add(gen, mul(gen, add(gen, ic.index, ir.index), ldc), add(gen, jc.index, jr.index)));
-  LLVMValueRef full = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, rows, cpu_i64(gen, g.mr), ""),
-                                   LLVMBuildICmp(b, LLVMIntEQ, cols, cpu_i64(gen, nr), ""), "");
+  LLVMValueRef full = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, rows, gen_i64(gen, g.mr), ""),
+                                   LLVMBuildICmp(b, LLVMIntEQ, cols, gen_i64(gen, nr), ""), "");
   LLVMBasicBlockRef direct = LLVMAppendBasicBlockInContext(gen->context, fn, "full_tile");
   LLVMBasicBlockRef edge = LLVMAppendBasicBlockInContext(gen->context, fn, "edge_tile");
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next_tile");
@@ -474,15 +468,15 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
    * a [256, N] weight gradient, 2.5% of a 512 GEMM). In place in C when
    * they fill it, else through the tile on the stack. */
   LLVMPositionBuilderAtEnd(b, edge);
-  LLVMValueRef in_third = LLVMBuildICmp(b, LLVMIntSLE, rows, cpu_i64(gen, third), "");
-  LLVMValueRef in_two = LLVMBuildICmp(b, LLVMIntSLE, rows, cpu_i64(gen, 2 * third), "");
+  LLVMValueRef in_third = LLVMBuildICmp(b, LLVMIntSLE, rows, gen_i64(gen, third), "");
+  LLVMValueRef in_two = LLVMBuildICmp(b, LLVMIntSLE, rows, gen_i64(gen, 2 * third), "");
   LLVMValueRef part = LLVMBuildSelect(
       b, in_third, micro_third, LLVMBuildSelect(b, in_two, micro_two_thirds, micro, ""), "");
   LLVMValueRef exact = LLVMBuildAnd(
       b,
-      LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntEQ, rows, cpu_i64(gen, third), ""),
-                  LLVMBuildICmp(b, LLVMIntEQ, rows, cpu_i64(gen, 2 * third), ""), ""),
-      LLVMBuildICmp(b, LLVMIntEQ, cols, cpu_i64(gen, nr), ""), "");
+      LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntEQ, rows, gen_i64(gen, third), ""),
+                  LLVMBuildICmp(b, LLVMIntEQ, rows, gen_i64(gen, 2 * third), ""), ""),
+      LLVMBuildICmp(b, LLVMIntEQ, cols, gen_i64(gen, nr), ""), "");
   LLVMBasicBlockRef part_direct = LLVMAppendBasicBlockInContext(gen->context, fn, "part_tile");
   LLVMBasicBlockRef through = LLVMAppendBasicBlockInContext(gen->context, fn, "through_tile");
   LLVMBuildCondBr(b, exact, part_direct, through);
@@ -490,7 +484,7 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
   LLVMBuildCall2(b, micro_type, part, call, 8, "");
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, through);
-  LLVMValueRef NR = cpu_i64(gen, nr);
+  LLVMValueRef NR = gen_i64(gen, nr);
   emit_copy_block(gen, t, tile, NR, ct, ldc, rows, cols);
   LLVMValueRef edge_call[8] = {kc, asliver, bsliver, tile, NR, accumulate, a_step, a_row};
   LLVMBuildCall2(b, micro_type, part, edge_call, 8, "");
@@ -516,66 +510,64 @@ static LLVMValueRef emit_gemm(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
  * multiply-adds. Packing widens bf16 to f32; the micro-kernel is the f32
  * one, writing whole tiles into the f32 block (its padding rows and
  * columns are never copied out). */
-static LLVMValueRef emit_gemm_bf16(CpuGen *gen, bool ta, bool tb) {
+static LLVMValueRef emit_gemm_bf16(Gen *gen, bool ta, bool tb, const char *name) {
   LLVMBuilderRef b = gen->builder;
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
   LLVMTypeRef t = gen->f32;
   GemmGeometry g = geometry(gen, t);
   int64_t nr = (int64_t)g.nv * g.lanes;
-  char name[64];
   LLVMValueRef micro = micro_kernel(gen, t, &g, g.mr);
   LLVMTypeRef micro_type = LLVMGlobalGetValueType(micro);
 
   LLVMTypeRef hp = LLVMPointerType(gen->i16, 0), tp = LLVMPointerType(t, 0);
   LLVMTypeRef params[9] = {hp, hp, hp, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64};
-  snprintf(name, sizeof name, "tfm_gemm_bf16_%c%c", ta ? 't' : 'n', tb ? 't' : 'n');
   LLVMValueRef fn = internal_function(gen, name, params, 9);
   LLVMValueRef c = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bm = LLVMGetParam(fn, 2);
   LLVMValueRef m = LLVMGetParam(fn, 3), n = LLVMGetParam(fn, 4), k = LLVMGetParam(fn, 5);
   LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);
-  LLVMValueRef one = cpu_i64(gen, 1);
+  LLVMValueRef one = gen_i64(gen, 1);
 
   LLVMValueRef scratch_fn = declare_scratch(gen);
-  LLVMValueRef bytes = cpu_i64(gen, (g.mc * g.kc + g.kc * g.nc + g.mc * g.nc) * 4);
+  LLVMValueRef bytes = gen_i64(gen, (g.mc * g.kc + g.kc * g.nc + g.mc * g.nc) * 4);
   LLVMValueRef scratch = LLVMBuildCall2(b, LLVMGlobalGetValueType(scratch_fn), scratch_fn, &bytes,
                                         1, "scratch");
   LLVMValueRef apack = LLVMBuildBitCast(b, scratch, tp, "");
-  LLVMValueRef bpack = cpu_element(gen, t, apack, cpu_i64(gen, g.mc * g.kc));
-  LLVMValueRef cblock = cpu_element(gen, t, bpack, cpu_i64(gen, g.kc * g.nc));
-  LLVMValueRef NC = cpu_i64(gen, g.nc);
+  LLVMValueRef bpack = gen_element(gen, t, apack, gen_i64(gen, g.mc * g.kc));
+  LLVMValueRef cblock = gen_element(gen, t, bpack, gen_i64(gen, g.kc * g.nc));
+  LLVMValueRef NC = gen_i64(gen, g.nc);
 
-  CpuLoop jc, ic, pc, jr, ir, r, j;
+  GenLoop jc, ic, pc, jr, ir, r, j;
   step_loop_begin(gen, &jc, n, g.nc);
-  LLVMValueRef nc = min64(gen, cpu_i64(gen, g.nc), LLVMBuildSub(b, n, jc.index, ""));
+  LLVMValueRef nc = min64(gen, gen_i64(gen, g.nc), LLVMBuildSub(b, n, jc.index, ""));
   step_loop_begin(gen, &ic, m, g.mc);
-  LLVMValueRef mc = min64(gen, cpu_i64(gen, g.mc), LLVMBuildSub(b, m, ic.index, ""));
+  LLVMValueRef mc = min64(gen, gen_i64(gen, g.mc), LLVMBuildSub(b, m, ic.index, ""));
   LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, g.kc, &accumulate);
   LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
-  LLVMValueRef bsrc = cpu_element(gen, gen->i16, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
+  LLVMValueRef bsrc = gen_element(gen, gen->i16, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
   emit_pack(gen, t, bpack, bsrc, kc, nc, bsp, bsq, (int)nr, !tb, true);
   LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
-  LLVMValueRef asrc = cpu_element(gen, gen->i16, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
+  LLVMValueRef asrc = gen_element(gen, gen->i16, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
   emit_pack(gen, t, apack, asrc, kc, mc, asp, asq, g.mr, ta, true);
   step_loop_begin(gen, &jr, nc, nr);
-  LLVMValueRef bsliver = cpu_element(gen, t, bpack, mul(gen, jr.index, kc));
+  LLVMValueRef bsliver = gen_element(gen, t, bpack, mul(gen, jr.index, kc));
   step_loop_begin(gen, &ir, mc, g.mr);
-  LLVMValueRef asliver = cpu_element(gen, t, apack, mul(gen, ir.index, kc));
-  LLVMValueRef ct = cpu_element(gen, t, cblock, add(gen, mul(gen, ir.index, NC), jr.index));
-  LLVMValueRef call[8] = {kc, asliver, bsliver, ct, NC, accumulate, cpu_i64(gen, g.mr),
-                          cpu_i64(gen, 1)};
+  LLVMValueRef asliver = gen_element(gen, t, apack, mul(gen, ir.index, kc));
+  LLVMValueRef ct = gen_element(gen, t, cblock, add(gen, mul(gen, ir.index, NC), jr.index));
+  LLVMValueRef call[8] = {kc, asliver, bsliver, ct, NC, accumulate, gen_i64(gen, g.mr),
+                          gen_i64(gen, 1)};
   LLVMBuildCall2(b, micro_type, micro, call, 8, "");
   step_loop_end(gen, &ir);
   step_loop_end(gen, &jr);
   step_loop_end(gen, &pc);
   /* The block's sums, rounded once. */
-  cpu_loop_begin(gen, &r, cpu_i64(gen, 0), mc);
-  cpu_loop_begin(gen, &j, cpu_i64(gen, 0), nc);
-  LLVMValueRef v = load_at(gen, t, cblock, add(gen, mul(gen, r.index, NC), j.index));
-  LLVMValueRef to = cpu_element(gen, gen->i16, c,
+  gen_loop_begin(gen, &r, gen_i64(gen, 0), mc);
+  gen_loop_begin(gen, &j, gen_i64(gen, 0), nc);
+  LLVMValueRef v = gen_load_at(gen, t, cblock, add(gen, mul(gen, r.index, NC), j.index));
+  LLVMValueRef to = gen_element(gen, gen->i16, c,
                                 add(gen, mul(gen, add(gen, ic.index, r.index), ldc), add(gen, jc.index, j.index)));
-  cpu_store_value(gen, GRAPH_BF16, v, to);
-  cpu_loop_end(gen, &j);
-  cpu_loop_end(gen, &r);
+  gen_store_value(gen, GRAPH_BF16, v, to);
+  gen_loop_end(gen, &j);
+  gen_loop_end(gen, &r);
   step_loop_end(gen, &ic);
   step_loop_end(gen, &jc);
   LLVMBuildRetVoid(b);
@@ -584,17 +576,18 @@ static LLVMValueRef emit_gemm_bf16(CpuGen *gen, bool ta, bool tb) {
   return fn;
 }
 
-LLVMValueRef cpu_gemm_function(CpuGen *gen, LLVMTypeRef t, bool ta, bool tb) {
-  int d = t == gen->f64 ? 1 : 0;
-  LLVMValueRef *slot = &gen->gemm[d][ta][tb];
-  if (!*slot)
-    *slot = emit_gemm(gen, t, ta, tb);
-  return *slot;
+/* The module's GEMMs are found by name: each is emitted once, on first use. */
+LLVMValueRef cpu_gemm_function(Gen *gen, LLVMTypeRef t, bool ta, bool tb) {
+  char name[64];
+  snprintf(name, sizeof name, "tfm_gemm_%s_%c%c", t == gen->f64 ? "f64" : "f32", ta ? 't' : 'n',
+           tb ? 't' : 'n');
+  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
+  return fn ? fn : emit_gemm(gen, t, ta, tb, name);
 }
 
-LLVMValueRef cpu_gemm_bf16_function(CpuGen *gen, bool ta, bool tb) {
-  LLVMValueRef *slot = &gen->gemm_bf16[ta][tb];
-  if (!*slot)
-    *slot = emit_gemm_bf16(gen, ta, tb);
-  return *slot;
+LLVMValueRef cpu_gemm_bf16_function(Gen *gen, bool ta, bool tb) {
+  char name[64];
+  snprintf(name, sizeof name, "tfm_gemm_bf16_%c%c", ta ? 't' : 'n', tb ? 't' : 'n');
+  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
+  return fn ? fn : emit_gemm_bf16(gen, ta, tb, name);
 }

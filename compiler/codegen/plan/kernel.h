@@ -133,7 +133,7 @@ typedef struct KernelPlanOptions {
   /* Sums over leading axes of many rows (a bias's gradient) are computed
    * in groups of rows and then over the groups (kernel_column_sums.c), so
    * that each thread reads whole rows. For the CPU; the GPU's threads
-   * share a long column instead (ptx_row.c). */
+   * share a long column instead (ptx/row.c). */
   bool split_column_sums;
   /* An update value that one loop kernel alone reads at its own element
    * (Adam's moments, read by the parameter's update) is stored by that
@@ -148,12 +148,6 @@ typedef struct KernelPlanOptions {
    * rows do not store hoisted values. */
   bool store_row_statistics;
 } KernelPlanOptions;
-
-/* The CPU's: merged attention backward from 16 (batch, head) pairs, so
- * that up to 16 threads have whole pairs to share (a pair is the unit of
- * work; fewer pairs keep the kernels that split rows), column sums split,
- * update values merged and row statistics stored where computed. */
-KernelPlanOptions kernel_plan_cpu_options(void);
 
 /* The graph a backend plans: `in` (optimised) with its column sums split
  * where options say (kernel_split_column_sums), then recomputed

@@ -1,5 +1,5 @@
 /* The tiled tensor-core dot's geometry and index formulas, shared by its
- * emitter (ptx_dot.c) and its CPU model (tests/gpu/dot_tile_model.c), so
+ * emitter (ptx/dot.c) and its CPU model (tests/gpu/dot_tile_model.c), so
  * that the model checks the mapping the emitter uses.
  *
  * A block of PTX_BLOCK_THREADS (8 warps) computes a BM x BN tile of C; warp

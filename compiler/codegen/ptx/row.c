@@ -2,8 +2,8 @@
  * kernels share their rows among threads, and the combining of the
  * threads' partial accumulators through warp shuffles
  * (llvm.nvvm.shfl.sync.bfly) and, across the warps of a block, shared
- * memory. The loops themselves are the CPU backend's loop emitter in its
- * split mode (cpu_loop.c), so the fused elementwise prologue (the
+ * memory. The loops themselves are the shared loop emitter (llvm/) in its
+ * split mode (llvm/loop_rows.c), so the fused elementwise prologue (the
  * reduction's input) and epilogue (the row's elementwise use of its
  * statistics) stay one kernel. */
 #include <stdio.h>
@@ -79,24 +79,24 @@ int64_t ptx_row_sharing(const KernelPlan *plan, int kernel) {
                                                         : ptx_row_split_threads(plan, kernel);
 }
 
-static LLVMValueRef i32(CpuGen *gen, int64_t v) { return cpu_i32(gen, (int32_t)v); }
+static LLVMValueRef i32(Gen *gen, int64_t v) { return gen_i32(gen, (int32_t)v); }
 
 /* shfl.sync.bfly over the whole warp (mask ~0, clamp 31): lane ^ offset's
  * value. An f64 goes as its two 32-bit halves. */
-static LLVMValueRef shuffle(CpuGen *gen, LLVMValueRef v, int offset) {
+static LLVMValueRef shuffle(Gen *gen, LLVMValueRef v, int offset) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef t = LLVMTypeOf(v);
   if (t == gen->f64) {
     LLVMValueRef bits = LLVMBuildBitCast(b, v, gen->i64, "");
     LLVMValueRef lo = LLVMBuildTrunc(b, bits, gen->i32, "");
-    LLVMValueRef hi = LLVMBuildTrunc(b, LLVMBuildLShr(b, bits, cpu_i64(gen, 32), ""), gen->i32, "");
+    LLVMValueRef hi = LLVMBuildTrunc(b, LLVMBuildLShr(b, bits, gen_i64(gen, 32), ""), gen->i32, "");
     lo = LLVMBuildZExt(b, shuffle(gen, lo, offset), gen->i64, "");
     hi = LLVMBuildZExt(b, shuffle(gen, hi, offset), gen->i64, "");
-    bits = LLVMBuildOr(b, LLVMBuildShl(b, hi, cpu_i64(gen, 32), ""), lo, "");
+    bits = LLVMBuildOr(b, LLVMBuildShl(b, hi, gen_i64(gen, 32), ""), lo, "");
     return LLVMBuildBitCast(b, bits, gen->f64, "");
   }
   LLVMValueRef args[4] = {i32(gen, -1), v, i32(gen, offset), i32(gen, PTX_WARP - 1)};
-  return cpu_intrinsic(gen, t == gen->f32 ? "llvm.nvvm.shfl.sync.bfly.f32"
+  return gen_intrinsic(gen, t == gen->f32 ? "llvm.nvvm.shfl.sync.bfly.f32"
                                           : "llvm.nvvm.shfl.sync.bfly.i32",
                        NULL, 0, args, 4);
 }
@@ -104,7 +104,7 @@ static LLVMValueRef shuffle(CpuGen *gen, LLVMValueRef v, int offset) {
 /* The block's slots for reduction `slot` of plan function `function`: one
  * value a warp. Each is written once a block (a block-wide split has one
  * row a block), so one barrier between the writes and the reads does. */
-static LLVMValueRef shared_slots(CpuGen *gen, int function, int slot, LLVMTypeRef t,
+static LLVMValueRef shared_slots(Gen *gen, int function, int slot, LLVMTypeRef t,
                                  int64_t warps) {
   char name[64];
   snprintf(name, sizeof name, "row%d_%d", function, slot);
@@ -114,27 +114,27 @@ static LLVMValueRef shared_slots(CpuGen *gen, int function, int slot, LLVMTypeRe
 /* The butterfly inside a warp (ptx_row_offset, ptx_row_lower: every pair
  * combined as (lower lane, upper lane), so both lanes agree bit for bit):
  * `reduce`'s step, or a sum where it is NULL. */
-static LLVMValueRef butterfly(CpuGen *gen, LLVMValueRef v, LLVMValueRef lane,
+static LLVMValueRef butterfly(Gen *gen, LLVMValueRef v, LLVMValueRef lane,
                               const GraphNode *reduce) {
   LLVMBuilderRef b = gen->builder;
   for (int i = 0; i < PTX_ROW_SHUFFLES; i++) {
     int offset = ptx_row_offset(i);
     LLVMValueRef other = shuffle(gen, v, offset);
     LLVMValueRef lower = LLVMBuildICmp(
-        b, LLVMIntEQ, LLVMBuildAnd(b, lane, cpu_i64(gen, offset), ""), cpu_i64(gen, 0), "");
+        b, LLVMIntEQ, LLVMBuildAnd(b, lane, gen_i64(gen, offset), ""), gen_i64(gen, 0), "");
     LLVMValueRef left = LLVMBuildSelect(b, lower, v, other, "");
     LLVMValueRef right = LLVMBuildSelect(b, lower, other, v, "");
-    v = reduce ? cpu_reduction_step(gen, reduce, left, right) : LLVMBuildFAdd(b, left, right, "");
+    v = reduce ? emit_reduction_step(gen, reduce, left, right) : LLVMBuildFAdd(b, left, right, "");
   }
   return v;
 }
 
-/* CpuRowSplit.combine: the butterfly inside each warp, then across a
+/* RowSplit.combine: the butterfly inside each warp, then across a
  * block's warps in warp order. */
-static LLVMValueRef combine(CpuGen *gen, int function, int slot, const GraphNode *reduce,
+static LLVMValueRef combine(Gen *gen, int function, int slot, const GraphNode *reduce,
                             LLVMValueRef v, LLVMValueRef tid, int64_t threads) {
   LLVMBuilderRef b = gen->builder;
-  LLVMValueRef lane = LLVMBuildURem(b, tid, cpu_i64(gen, PTX_WARP), "lane");
+  LLVMValueRef lane = LLVMBuildURem(b, tid, gen_i64(gen, PTX_WARP), "lane");
   v = butterfly(gen, v, lane, reduce);
   int64_t warps = ptx_row_warps(threads);
   if (warps == 1)
@@ -144,44 +144,29 @@ static LLVMValueRef combine(CpuGen *gen, int function, int slot, const GraphNode
   LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
   LLVMBasicBlockRef write = LLVMAppendBasicBlockInContext(gen->context, fn, "warp_value");
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "warp_written");
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, lane, cpu_i64(gen, 0), ""), write, next);
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, lane, gen_i64(gen, 0), ""), write, next);
   LLVMPositionBuilderAtEnd(b, write);
-  LLVMBuildStore(b, v, ptx_shared_element(gen, slots, LLVMBuildUDiv(b, tid, cpu_i64(gen, PTX_WARP), "")));
+  LLVMBuildStore(b, v, ptx_shared_element(gen, slots, LLVMBuildUDiv(b, tid, gen_i64(gen, PTX_WARP), "")));
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, next);
-  cpu_intrinsic(gen, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
-  LLVMValueRef acc = LLVMBuildLoad2(b, t, ptx_shared_element(gen, slots, cpu_i64(gen, 0)), "");
+  gen_intrinsic(gen, "llvm.nvvm.barrier0", NULL, 0, NULL, 0);
+  LLVMValueRef acc = LLVMBuildLoad2(b, t, ptx_shared_element(gen, slots, gen_i64(gen, 0)), "");
   for (int64_t w = 1; w < warps; w++)
-    acc = cpu_reduction_step(gen, reduce, acc,
-                             LLVMBuildLoad2(b, t, ptx_shared_element(gen, slots, cpu_i64(gen, w)), ""));
+    acc = emit_reduction_step(gen, reduce, acc,
+                             LLVMBuildLoad2(b, t, ptx_shared_element(gen, slots, gen_i64(gen, w)), ""));
   return acc;
 }
 
-/* CpuLanes.sum for an attention row's warp. */
-static LLVMValueRef warp_sum(CpuGen *gen, LLVMValueRef v, LLVMValueRef lane) {
+/* RowLanes.sum for an attention row's warp. */
+static LLVMValueRef warp_sum(Gen *gen, LLVMValueRef v, LLVMValueRef lane) {
   return butterfly(gen, v, lane, NULL);
 }
 
-void ptx_emit_attention_kernel(CpuGen *gen, int function, const Kernel *kernel) {
-  cpu_emit_attention_kernel(gen, function, kernel, &(CpuLanes){.lanes = PTX_WARP, .sum = warp_sum});
+void ptx_emit_attention_kernel(Gen *gen, int function, const Kernel *kernel) {
+  emit_attention_kernel(gen, function, kernel, &(RowLanes){.lanes = PTX_WARP, .sum = warp_sum});
 }
 
-void ptx_emit_row_kernel(CpuGen *gen, int function, const Kernel *kernel, int64_t threads) {
-  CpuRowSplit split = {.threads = threads, .combine = combine};
-  cpu_emit_split_loop_kernel(gen, function, kernel, &split);
-}
-
-/* One thread a row: its partial is the row's value. */
-static LLVMValueRef alone(CpuGen *gen, int function, int slot, const GraphNode *reduce,
-                          LLVMValueRef v, LLVMValueRef tid, int64_t threads) {
-  (void)gen, (void)function, (void)slot, (void)reduce, (void)tid, (void)threads;
-  return v;
-}
-
-bool ptx_emit_row_kernel_serial(CpuGen *gen, int function, const Kernel *kernel) {
-  if (ptx_row_split_threads(gen->plan, gen->plan->function_kernel[function]) == 0)
-    return false;
-  CpuRowSplit split = {.threads = 1, .over_range = true, .combine = alone};
-  cpu_emit_split_loop_kernel(gen, function, kernel, &split);
-  return true;
+void ptx_emit_row_kernel(Gen *gen, int function, const Kernel *kernel, int64_t threads) {
+  RowSplit split = {.threads = threads, .combine = combine};
+  emit_split_loop_kernel(gen, function, kernel, &split);
 }

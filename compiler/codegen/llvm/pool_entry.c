@@ -3,9 +3,9 @@
  * P_update applies the updates. */
 #include <stdio.h>
 
-#include "cpu_internal.h"
+#include "gen.h"
 
-static LLVMValueRef declare_kernel_for(CpuGen *gen) {
+static LLVMValueRef declare_kernel_for(Gen *gen) {
   /* int tfm_kernel_for(tfm_pool *, size_t n, tfm_range_fn, void *ctx, int32_t kernel) */
   LLVMTypeRef params[5] = {gen->ptr, gen->i64, LLVMPointerType(gen->range_fn, 0), gen->ptr,
                            gen->i32};
@@ -14,14 +14,14 @@ static LLVMValueRef declare_kernel_for(CpuGen *gen) {
   return fn ? fn : LLVMAddFunction(gen->module, "tfm_kernel_for", type);
 }
 
-static LLVMValueRef buffer_address(CpuGen *gen, LLVMValueRef persistent, LLVMValueRef scratch,
+static LLVMValueRef buffer_address(Gen *gen, LLVMValueRef persistent, LLVMValueRef scratch,
                                    int buffer) {
   const KernelBuffer *b = &gen->plan->buffers[buffer];
   LLVMValueRef base = b->region == KERNEL_PERSISTENT ? persistent : scratch;
-  return cpu_element(gen, gen->i8, base, cpu_i64(gen, b->offset));
+  return gen_element(gen, gen->i8, base, gen_i64(gen, b->offset));
 }
 
-LLVMValueRef cpu_add_entry(CpuGen *gen, const char *suffix, int num_params) {
+LLVMValueRef gen_add_entry(Gen *gen, const char *suffix, int num_params) {
   char name[160];
   snprintf(name, sizeof name, "%s_%s", gen->prefix, suffix);
   LLVMTypeRef params[3] = {gen->ptr, gen->ptr, gen->ptr};
@@ -31,15 +31,15 @@ LLVMValueRef cpu_add_entry(CpuGen *gen, const char *suffix, int num_params) {
   return fn;
 }
 
-static void emit_run(CpuGen *gen) {
+static void emit_run(Gen *gen) {
   const KernelPlan *plan = gen->plan;
   LLVMBuilderRef b = gen->builder;
-  LLVMValueRef fn = cpu_add_entry(gen, "run", 3);
+  LLVMValueRef fn = gen_add_entry(gen, "run", 3);
   /* Nothing to optimise in a list of calls, and at O3 the SLP vectorizer
    * spent 70% of the base Transformer's build on this one function (11.5 of
    * 16.2 s in `opt -O3 -time-passes`), trying to pack its argument stores. */
   const char *attributes[2] = {"noinline", "optnone"};
-  cpu_add_attributes(gen, fn, attributes, 2);
+  gen_add_attributes(gen, fn, attributes, 2);
   LLVMValueRef persistent = LLVMGetParam(fn, 0), scratch = LLVMGetParam(fn, 1);
   LLVMValueRef pool = LLVMGetParam(fn, 2);
   LLVMValueRef kernel_for = declare_kernel_for(gen);
@@ -50,7 +50,7 @@ static void emit_run(CpuGen *gen) {
       most_args = plan->kernels[i].num_args;
   /* One argument array serves every kernel: each call returns before the
    * next kernel fills it. */
-  LLVMValueRef slots = LLVMBuildArrayAlloca(b, gen->ptr, cpu_i64(gen, most_args), "args");
+  LLVMValueRef slots = LLVMBuildArrayAlloca(b, gen->ptr, gen_i64(gen, most_args), "args");
   LLVMValueRef ctx = LLVMBuildBitCast(b, slots, gen->ptr, "");
   /* Straight-line code, one tfm_kernel_for per kernel (a NULL pool runs
    * it on the caller): a branch per kernel made LLVM's jump threading
@@ -59,11 +59,10 @@ static void emit_run(CpuGen *gen) {
     const Kernel *k = &plan->kernels[ki];
     for (int i = 0; i < k->num_args; i++)
       LLVMBuildStore(b, buffer_address(gen, persistent, scratch, k->args[i]),
-                     cpu_element(gen, gen->ptr, slots, cpu_i64(gen, i)));
+                     gen_element(gen, gen->ptr, slots, gen_i64(gen, i)));
     /* The kernel's index, for --profile: its entry in PREFIX_kernels. */
-    /* A CPU dot's range may split its columns too (cpu_dot.c). */
-    int64_t items = k->kind == KERNEL_DOT && !gen->gpu_threads ? cpu_dot_items(gen, k) : k->rows;
-    LLVMValueRef call[5] = {pool, cpu_i64(gen, items), gen->functions[k->function], ctx,
+    int64_t items = gen->target->range_items(gen, k);
+    LLVMValueRef call[5] = {pool, gen_i64(gen, items), gen->functions[k->function], ctx,
                             LLVMConstInt(gen->i32, (unsigned long long)ki, false)};
     LLVMBuildCall2(b, kf_type, kernel_for, call, 5, "");
   }
@@ -71,10 +70,10 @@ static void emit_run(CpuGen *gen) {
 }
 
 /* memmove: a value may share its buffer with the target (p' = p). */
-static void emit_update(CpuGen *gen) {
+static void emit_update(Gen *gen) {
   const KernelPlan *plan = gen->plan;
   const Graph *g = gen->graph;
-  LLVMValueRef fn = cpu_add_entry(gen, "update", 2);
+  LLVMValueRef fn = gen_add_entry(gen, "update", 2);
   LLVMValueRef persistent = LLVMGetParam(fn, 0), scratch = LLVMGetParam(fn, 1);
   for (int i = 0; i < graph_num_updates(g); i++) {
     GraphUpdate u = graph_update_at(g, i);
@@ -84,23 +83,23 @@ static void emit_update(CpuGen *gen) {
     LLVMTypeRef types[3] = {gen->ptr, gen->ptr, gen->i64};
     LLVMValueRef args[4] = {buffer_address(gen, persistent, scratch, to),
                             buffer_address(gen, persistent, scratch, from),
-                            cpu_i64(gen, plan->buffers[to].bytes), LLVMConstInt(gen->i1, 0, false)};
-    cpu_intrinsic(gen, "llvm.memmove", types, 3, args, 4);
+                            gen_i64(gen, plan->buffers[to].bytes), LLVMConstInt(gen->i1, 0, false)};
+    gen_intrinsic(gen, "llvm.memmove", types, 3, args, 4);
   }
   LLVMBuildRetVoid(gen->builder);
 }
 
-void cpu_emit_size(CpuGen *gen, const char *suffix, int64_t bytes) {
+void gen_emit_size(Gen *gen, const char *suffix, int64_t bytes) {
   char name[160];
   snprintf(name, sizeof name, "%s_%s", gen->prefix, suffix);
   LLVMValueRef global = LLVMAddGlobal(gen->module, gen->i64, name);
-  LLVMSetInitializer(global, cpu_i64(gen, bytes));
+  LLVMSetInitializer(global, gen_i64(gen, bytes));
   LLVMSetGlobalConstant(global, true);
 }
 
-void cpu_emit_entry(CpuGen *gen) {
+void emit_pool_entry(Gen *gen) {
   emit_run(gen);
   emit_update(gen);
-  cpu_emit_size(gen, "persistent_bytes", gen->plan->persistent_bytes);
-  cpu_emit_size(gen, "scratch_bytes", gen->plan->scratch_bytes);
+  gen_emit_size(gen, "persistent_bytes", gen->plan->persistent_bytes);
+  gen_emit_size(gen, "scratch_bytes", gen->plan->scratch_bytes);
 }

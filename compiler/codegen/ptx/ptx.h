@@ -10,9 +10,9 @@
  * reductions, as softmax and layernorm rows do, or a root reduction over
  * its input's last axis) is a warp or a block a row (ptx_row.h, one work
  * item a thread of the row); an f32 dot is a tiled tensor-core kernel, one
- * block of PTX_BLOCK_THREADS a tile of its output (ptx_dot.c). Loop and
- * scatter kernels are the CPU backend's own functions
- * (cpu_loop.c, cpu_dot.c's scatter), called by the entry with the range
+ * block of PTX_BLOCK_THREADS a tile of its output (dot.c). Loop and
+ * scatter kernels are the shared emitters
+ * (llvm/loop.c, llvm/scatter.c), called by the entry with the range
  * [item, item + 1) and inlined, so both targets compute every node with
  * the same code. Math functions come from CUDA's libdevice. */
 #ifndef TFM_PTX_H
@@ -23,6 +23,7 @@
 #include <stdint.h>
 
 #include "kernel.h"
+#include "target.h"
 
 /* Threads per block of every launch. */
 #define PTX_BLOCK_THREADS 256
@@ -57,10 +58,28 @@ int64_t ptx_work_items(const KernelPlan *plan, int kernel);
  * kernel's outer axes and rows being what one thread and the launch cover,
  * but for tiled dots, which it keeps one thread an element of C.
  * Shares everything but its kernels with `plan`; free it with
- * ptx_thread_plan_free. Compiled for the CPU with CpuOptions.gpu_threads,
- * it runs the GPU's kernels on the CPU (the codegen_gpuplan tests). */
+ * ptx_thread_plan_free. Compiled for the CPU with ptx_serial_target,
+ * it runs the GPU's kernels on the CPU (ptx_serial_target). */
 KernelPlan *ptx_thread_plan(const KernelPlan *plan);
 void ptx_thread_plan_free(KernelPlan *plan);
+
+/* The host side of a CUDA build (host.c), for cpu_compile's
+ * CpuOptions.target: P_run and P_update launch the kernels of `ptx` (the
+ * PTX of the same plan) through the runtime (runtime/gpu.h), with cuBLAS
+ * for the dots ptx_dot_on_cublas accepts when `cublas` (the PTX was
+ * compiled with PtxOptions.cublas). The Target refers to *host, which
+ * must outlive the compilation. */
+typedef struct PtxHost {
+  const char *ptx;
+  bool cublas;
+} PtxHost;
+Target ptx_host_target(const PtxHost *host);
+
+/* The GPU's kernels run on the CPU (serial.c): compiled by cpu_compile
+ * with CpuOptions.target = &ptx_serial_target from ptx_thread_plan's plan,
+ * every kernel computes what the GPU's threads compute, in their order
+ * (the codegen_gpuplan tests). */
+extern const Target ptx_serial_target;
 
 /* The PTX entry name of plan function `function`. */
 void ptx_entry_name(const char *prefix, int function, char *name, size_t size);
