@@ -25,7 +25,6 @@ LLVMModuleRef cpu_module_llvm(CpuModule *module, LLVMContextRef *context) {
   return module->module;
 }
 
-
 bool cpu_initialize(void) {
   return !LLVMInitializeNativeTarget() && !LLVMInitializeNativeAsmPrinter();
 }
@@ -111,7 +110,8 @@ CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *
   gen_free_tables(&gen);
   if (!ok)
     errbuf_set(err, err_size, "code generation: out of memory");
-  ok = ok && gen_verify(m->module, err, err_size) && gen_optimize(m->module, m->machine, err, err_size);
+  ok = ok && gen_verify(m->module, err, err_size) &&
+       gen_optimize(m->module, m->machine, err, err_size);
   if (!ok) {
     cpu_module_free(m);
     return NULL;
