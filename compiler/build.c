@@ -21,6 +21,7 @@
 #include "kernel.h"
 #include "link.h"
 #include "lower.h"
+#include "lower_model.h"
 #include "pass.h"
 #include "ptx.h"
 

@@ -8,6 +8,7 @@
 #include "diag.h"
 #include "kernel.h"
 #include "lower.h"
+#include "lower_model.h"
 #include "pass.h"
 
 static double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }

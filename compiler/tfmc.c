@@ -10,6 +10,7 @@
 #include "graph_text.h"
 #include "kernel.h"
 #include "lower.h"
+#include "lower_model.h"
 #include "pass.h"
 #include "ptx.h"
 #include "ptx_report.h"

@@ -6,8 +6,15 @@
 #include <math.h>
 #include <string.h>
 
+#include "builtins.h"
+#include "diag.h"
 #include "lower.h"
-#include "sema_internal.h"
+#include "messages.h"
+#include "shape.h"
+
+static int training_value = 1;
+
+void builtins_set_training(int training) { training_value = training; }
 
 /* A tensor result and its graph node (GRAPH_NONE when only checking). */
 static Value *lowered(const TensorType *t, int32_t node) {
@@ -925,7 +932,7 @@ Value *builtin_lookup(const char *name) {
     }
   if (!strcmp(name, "inf")) return value_float(INFINITY);
   if (!strcmp(name, "pi")) return value_float(3.14159265358979323846);
-  if (!strcmp(name, "training")) return value_bool(sema_opt ? sema_opt->training : 1);
+  if (!strcmp(name, "training")) return value_bool(training_value);
   for (int i = 7; value_names[i]; i++)
     if (!strcmp(value_names[i], name)) return make_init(value_names[i], NULL, 0);
   return NULL;

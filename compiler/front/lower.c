@@ -1,16 +1,11 @@
 #include "lower.h"
-#include "pass.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pass.h"
-#include "sema_internal.h"
 #include "train.h"
-
-#include <stdio.h>
-#include <stdlib.h>
 
 Graph *lower_graph;
 
@@ -20,9 +15,9 @@ static const uint64_t RANDOM_SEED = 0x74666d00u;
 
 void lower_begin(Graph *g) { lower_graph = g; }
 
-static GraphDtype gdt(DType dt) { return (GraphDtype)dt; }
+GraphDtype lower_dtype(DType dt) { return (GraphDtype)dt; }
 
-static GraphShape gshape(const TensorType *t) {
+GraphShape lower_shape(const TensorType *t) {
   return graph_shape_of(t->rank, t->dims);
 }
 
@@ -38,11 +33,11 @@ GraphId lower_as(const Value *v, const TensorType *to) {
   if (!g) return GRAPH_NONE;
   if (v->kind != V_TENSOR) {
     double x = v->kind == V_FLOAT ? v->f : (double)v->i;
-    return to->rank ? graph_splat(g, gdt(to->dtype), gshape(to), x)
-                    : graph_scalar(g, gdt(to->dtype), x);
+    return to->rank ? graph_splat(g, lower_dtype(to->dtype), lower_shape(to), x)
+                    : graph_scalar(g, lower_dtype(to->dtype), x);
   }
   if (same_shape(&v->t, to)) return v->node;
-  return graph_broadcast(g, v->node, gshape(to));
+  return graph_broadcast(g, v->node, lower_shape(to));
 }
 
 /* Operands of an elementwise op: both as tensors of the result's shape and
@@ -82,7 +77,7 @@ GraphId lower_binary(Op op, const Value *a, const Value *b, const TensorType *ou
     case OP_NE: r = is_zero(graph_binary(g, GRAPH_OP_CMPEQ, x, y)); break;
     default: return GRAPH_NONE;
   }
-  return out->dtype == DT_I32 ? r : graph_cast(g, r, gdt(out->dtype));
+  return out->dtype == DT_I32 ? r : graph_cast(g, r, lower_dtype(out->dtype));
 }
 
 GraphId lower_minmax(int is_max, const Value *a, const Value *b, const TensorType *out) {
@@ -109,7 +104,7 @@ static GraphId to_batch(const Value *v, const TensorType *out) {
   TensorType t = *out;
   t.dims[t.rank - 2] = v->t.dims[v->t.rank - 2];
   t.dims[t.rank - 1] = v->t.dims[v->t.rank - 1];
-  return same_shape(&v->t, &t) ? v->node : graph_broadcast(lower_graph, v->node, gshape(&t));
+  return same_shape(&v->t, &t) ? v->node : graph_broadcast(lower_graph, v->node, lower_shape(&t));
 }
 
 /* The IR's dot needs equal batch axes, or one rank-2 operand shared across
@@ -138,7 +133,7 @@ GraphId lower_select(const Value *c, const Value *a, const Value *b, const Tenso
 
 GraphId lower_cast(const Value *x, DType dt) {
   if (!lower_graph) return GRAPH_NONE;
-  return x->t.dtype == dt ? x->node : graph_cast(lower_graph, x->node, gdt(dt));
+  return x->t.dtype == dt ? x->node : graph_cast(lower_graph, x->node, lower_dtype(dt));
 }
 
 GraphId lower_reduce(const char *name, const Value *x, unsigned mask, const TensorType *out) {
@@ -161,13 +156,13 @@ GraphId lower_reduce(const char *name, const Value *x, unsigned mask, const Tens
     r = graph_binary(g, GRAPH_OP_MUL, r, graph_splat(g, rn->dtype, shape, 1.0 / (double)n));
   }
   const GraphNode *rn = graph_node(g, r);
-  if (rn->shape.rank != out->rank) r = graph_reshape(g, r, gshape(out));
+  if (rn->shape.rank != out->rank) r = graph_reshape(g, r, lower_shape(out));
   return r;
 }
 
 GraphId lower_reshape(const Value *x, const TensorType *out) {
   if (!lower_graph) return GRAPH_NONE;
-  return same_shape(&x->t, out) ? x->node : graph_reshape(lower_graph, x->node, gshape(out));
+  return same_shape(&x->t, out) ? x->node : graph_reshape(lower_graph, x->node, lower_shape(out));
 }
 
 GraphId lower_permute(const Value *x, const int64_t *perm) {
@@ -218,7 +213,7 @@ GraphId lower_gather(const Value *table, const Value *indices, const TensorType 
   }
   GraphId r = graph_gather(g, tab, indices->node);
   const GraphNode *rn = graph_node(g, r);
-  if (rn->shape.rank != out->rank || table->t.rank != 2) r = graph_reshape(g, r, gshape(out));
+  if (rn->shape.rank != out->rank || table->t.rank != 2) r = graph_reshape(g, r, lower_shape(out));
   return r;
 }
 
@@ -227,43 +222,43 @@ GraphId lower_one_hot(const Value *indices, const TensorType *out) {
   if (!g) return GRAPH_NONE;
   TensorType expanded = indices->t;
   expanded.dims[expanded.rank++] = 1;
-  GraphShape full = gshape(out);
-  GraphId idx = graph_broadcast(g, graph_reshape(g, indices->node, gshape(&expanded)), full);
+  GraphShape full = lower_shape(out);
+  GraphId idx = graph_broadcast(g, graph_reshape(g, indices->node, lower_shape(&expanded)), full);
   GraphId classes = graph_iota(g, GRAPH_I32, full, out->rank - 1);
   GraphId hot = graph_binary(g, GRAPH_OP_CMPEQ, idx, classes);
-  return out->dtype == DT_I32 ? hot : graph_cast(g, hot, gdt(out->dtype));
+  return out->dtype == DT_I32 ? hot : graph_cast(g, hot, lower_dtype(out->dtype));
 }
 
 GraphId lower_iota(const TensorType *out) {
   if (!lower_graph) return GRAPH_NONE;
-  return graph_iota(lower_graph, gdt(out->dtype), gshape(out), 0);
+  return graph_iota(lower_graph, lower_dtype(out->dtype), lower_shape(out), 0);
 }
 
 GraphId lower_full(const TensorType *out, double value) {
   if (!lower_graph) return GRAPH_NONE;
-  return out->rank ? graph_splat(lower_graph, gdt(out->dtype), gshape(out), value)
-                   : graph_scalar(lower_graph, gdt(out->dtype), value);
+  return out->rank ? graph_splat(lower_graph, lower_dtype(out->dtype), lower_shape(out), value)
+                   : graph_scalar(lower_graph, lower_dtype(out->dtype), value);
 }
 
 GraphId lower_constant(const TensorType *out, const double *values) {
   if (!lower_graph) return GRAPH_NONE;
-  return graph_constant(lower_graph, gdt(out->dtype), gshape(out), values, tensor_numel(out));
+  return graph_constant(lower_graph, lower_dtype(out->dtype), lower_shape(out), values, tensor_numel(out));
 }
 
 GraphId lower_random_uniform(const TensorType *out) {
   Graph *g = lower_graph;
   if (!g) return GRAPH_NONE;
-  return graph_random(g, train_step_input(g), GRAPH_F32, gshape(out), RANDOM_SEED);
+  return graph_random(g, train_step_input(g), GRAPH_F32, lower_shape(out), RANDOM_SEED);
 }
 
 GraphId lower_param(const char *name, const TensorType *t) {
   if (!lower_graph) return GRAPH_NONE;
-  return graph_param(lower_graph, name, gdt(t->dtype), gshape(t));
+  return graph_param(lower_graph, name, lower_dtype(t->dtype), lower_shape(t));
 }
 
 GraphId lower_input(const char *name, const TensorType *t) {
   if (!lower_graph) return GRAPH_NONE;
-  return graph_input(lower_graph, name, gdt(t->dtype), gshape(t));
+  return graph_input(lower_graph, name, lower_dtype(t->dtype), lower_shape(t));
 }
 
 void lower_output(const char *name, const Value *v) {
@@ -273,150 +268,4 @@ void lower_output(const char *name, const Value *v) {
 GraphId lower_step(void) {
   if (!lower_graph) return GRAPH_NONE;
   return graph_cast(lower_graph, train_step_input(lower_graph), GRAPH_F32);
-}
-
-static double optim_setting(const Value *o, const char *key) {
-  for (int i = 0; i < o->keys.len; i++)
-    if (!strcmp(o->keys.items[i], key)) return ((const Value *)o->items.items[i])->f;
-  return 0;
-}
-
-/* The train block as the IR's TrainConfig. */
-/* `map` (or NULL) takes the trace's node ids to g's (after autocast). */
-static bool build_training(Graph *g, const CheckedModel *m, const GraphId *map) {
-  const TrainSpec *ts = &m->train;
-  if (!ts->present) {
-    diag_error(m->at, "model %s has no train block, so it has no training graph", m->name);
-    return false;
-  }
-  const Value *o = ts->optimizer;
-  TrainConfig c = {0};
-  c.optimizer = !strcmp(o->s, "sgd") ? TRAIN_SGD : !strcmp(o->s, "adam") ? TRAIN_ADAM : TRAIN_ADAMW;
-  c.momentum = optim_setting(o, "momentum");
-  c.beta1 = optim_setting(o, "beta1");
-  c.beta2 = optim_setting(o, "beta2");
-  c.eps = optim_setting(o, "eps");
-  c.weight_decay = optim_setting(o, "weight_decay");
-  c.clip_norm = ts->clip;
-  c.lr = ts->lr->kind == V_TENSOR ? (map ? map[ts->lr->node] : ts->lr->node)
-                                  : graph_scalar(g, GRAPH_F32, ts->lr->kind == V_FLOAT
-                                                                   ? ts->lr->f
-                                                                   : (double)ts->lr->i);
-  return train_build(g, graph_find_output(g, "loss"), &c);
-}
-
-/* Replaces g by pass(g) unless g has failed, composing *map (NULL: the
- * identity) with the pass's id map; a failure is recorded in g. *map has
- * an entry for each of the `traced` nodes of the graph before the first
- * pass, however many nodes the passes add. */
-static Graph *run_mapped_pass(Graph *g,
-                              Graph *(*pass)(const Graph *, GraphId *, char *, size_t),
-                              const char *what, GraphId **map, int traced) {
-  if (graph_error(g)) return g;
-  int n = graph_count(g);
-  GraphId *step = malloc(sizeof(GraphId) * (size_t)(n ? n : 1));
-  char err[256];
-  Graph *next = step ? pass(g, step, err, sizeof err) : NULL;
-  if (!next) {
-    graph_fail(g, "%s: %s", what, step ? err : "out of memory");
-    free(step);
-    return g;
-  }
-  graph_free(g);
-  if (*map) {
-    for (int i = 0; i < traced; i++) (*map)[i] = step[(*map)[i]];
-    free(step);
-  } else {
-    *map = step;
-  }
-  return next;
-}
-
-Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model) {
-  FrontOptions o = *opt;
-  o.training = opt->training || train;
-  Graph *g = graph_new();
-  lower_begin(g);
-  CheckedModel *m = sema_check(&o);
-  lower_begin(NULL);
-  *model = m;
-  if (!m) {
-    graph_free(g);
-    return NULL;
-  }
-  /* Before autodiff, so that the backward pass follows: attention is fused
-   * (its VJP, not the primitives', makes the backward pass, and nothing
-   * [..., T, S] is kept), dots of one x become one (merge_dots.c: one dx
-   * and one dW dot in the backward pass), then --dtype bf16 makes the
-   * activations bf16 (after fusion, whose pattern is the f32 chain as
-   * lowered). The lr node is the only id held across the passes: `map`
-   * takes the trace's ids to g's. */
-  GraphId *map = NULL;
-  int traced = graph_count(g);
-  if (!opt->unfused_attention)
-    g = run_mapped_pass(g, pass_attention, "pass_attention", &map, traced);
-  g = run_mapped_pass(g, pass_merge_dots, "pass_merge_dots", &map, traced);
-  if (o.bf16) g = run_mapped_pass(g, pass_autocast_bf16, "--dtype bf16", &map, traced);
-  /* The checker accepted the program, so an IR error is a bug of ours. */
-  if (!graph_error(g) && train) build_training(g, m, map);
-  free(map);
-  if (graph_error(g) || diag_error_count()) {
-    if (graph_error(g))
-      diag_error(m->at, "internal error: lowering model %s failed: %s", m->name, graph_error(g));
-    graph_free(g);
-    *model = NULL;
-    return NULL;
-  }
-  return g;
-}
-
-/* One parameter's initial value from its initialiser, in primitives. */
-static GraphId init_value(Graph *g, const Param *p, GraphId seed_input, uint64_t seed) {
-  const TensorType *t = &p->type;
-  const char *kind = p->init->s;
-  const PtrVec *args = &p->init->items;
-  double a0 = args->len > 0 ? ((const Value *)args->items[0])->f : 0;
-  double a1 = args->len > 1 ? ((const Value *)args->items[1])->f : 0;
-  GraphDtype dt = gdt(t->dtype);
-  GraphShape shape = gshape(t);
-  if (!strcmp(kind, "zeros")) return graph_splat(g, dt, shape, 0);
-  if (!strcmp(kind, "ones")) return graph_splat(g, dt, shape, 1);
-  if (!strcmp(kind, "constant")) return graph_splat(g, dt, shape, a0);
-  /* Xavier/Glorot: fan-in is every axis but the last (the rows of x W). */
-  double fan_in = 1, fan_out = t->rank ? (double)t->dims[t->rank - 1] : 1;
-  for (int i = 0; i + 1 < t->rank; i++) fan_in *= (double)t->dims[i];
-  if (!strcmp(kind, "xavier_uniform")) {
-    a1 = sqrt(6.0 / (fan_in + fan_out));
-    a0 = -a1;
-    kind = "uniform";
-  } else if (!strcmp(kind, "xavier_normal")) {
-    a1 = sqrt(2.0 / (fan_in + fan_out));
-    a0 = 0;
-    kind = "normal";
-  }
-  GraphId u = graph_random(g, seed_input, dt, shape, seed);
-  if (!strcmp(kind, "uniform"))
-    return graph_binary(g, GRAPH_OP_ADD, graph_splat(g, dt, shape, a0),
-                        graph_binary(g, GRAPH_OP_MUL, u, graph_splat(g, dt, shape, a1 - a0)));
-  /* normal: Box-Muller, sqrt(-2 ln(1 - u)) cos(2 pi v), u and v uniform in [0, 1). */
-  GraphId v = graph_random(g, seed_input, dt, shape, seed);
-  GraphId one_minus_u = graph_binary(g, GRAPH_OP_SUB, graph_splat(g, dt, shape, 1), u);
-  GraphId radius = graph_unary(g, GRAPH_OP_SQRT,
-                               graph_binary(g, GRAPH_OP_MUL, graph_splat(g, dt, shape, -2),
-                                            graph_unary(g, GRAPH_OP_LOG, one_minus_u)));
-  GraphId angle = graph_binary(g, GRAPH_OP_MUL, v, graph_splat(g, dt, shape, 2 * 3.14159265358979323846));
-  GraphId z = graph_binary(g, GRAPH_OP_MUL, radius, graph_unary(g, GRAPH_OP_COS, angle));
-  return graph_binary(g, GRAPH_OP_ADD, graph_splat(g, dt, shape, a0),
-                      graph_binary(g, GRAPH_OP_MUL, z, graph_splat(g, dt, shape, a1)));
-}
-
-Graph *lower_init_graph(const CheckedModel *m, uint64_t seed) {
-  Graph *g = graph_new();
-  /* The run-time seed enters as the random nodes' offset (--seed). */
-  GraphId seed_input = graph_input(g, "seed", GRAPH_I32, graph_shape_scalar());
-  for (int i = 0; i < m->params.len && !graph_error(g); i++) {
-    const Param *p = m->params.items[i];
-    graph_output(g, p->name, init_value(g, p, seed_input, seed));
-  }
-  return g;
 }

@@ -9,7 +9,7 @@
 #ifndef TFM_LOWER_H
 #define TFM_LOWER_H
 #include "graph.h"
-#include "sema.h"
+#include "value.h"
 
 /* The graph being built, or NULL when only checking. */
 extern Graph *lower_graph;
@@ -50,18 +50,8 @@ void lower_output(const char *name, const Value *v);
 /* The training step as an f32 scalar (the lr expression's `step`). */
 GraphId lower_step(void);
 
-/* Checks the program and lowers it: the forward graph or, with `train`, the
- * training graph (forward, backward and the optimizer update). `training`
- * (dropout on) is opt->training, and always on for the training graph. Returns NULL when the
- * program has errors (reported through diag). *model receives the checked
- * model (parameter initialisers, config). */
-Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model);
-
-/* A graph whose outputs, named like the parameters, are their initial
- * values (zeros, normal(mean, std), xavier_uniform, ...), drawn from Philox
- * keyed by `seed` with the i32 scalar input "seed" as the counter offset
- * (the run-time --seed): initialisation is computed like anything else,
- * not by the runtime. */
-Graph *lower_init_graph(const CheckedModel *m, uint64_t seed);
+/* The language's dtypes and a tensor type's shape as the graph's. */
+GraphDtype lower_dtype(DType dt);
+GraphShape lower_shape(const TensorType *t);
 
 #endif

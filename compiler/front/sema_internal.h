@@ -1,83 +1,61 @@
-/* Shared between the checker's files (sema.c, builtins.c, shape.c, front.c). */
+/* What the checker's files share (sema.c: scopes, expressions and calls;
+ * sema_stmt.c: statements; sema_config.c: config, variants, -D, the train
+ * block and the entry point; sema_load.c: loading the files). One module,
+ * split by concept: builtins.c, shape.c, lower.c and messages.c, which it
+ * calls, never call back into it. */
 #ifndef TFM_SEMA_INTERNAL_H
 #define TFM_SEMA_INTERNAL_H
 #include "diag.h"
+#include "scope.h"
 #include "sema.h"
 
-typedef enum BindingKind {
-  B_LET, B_PARAM, B_ARG, B_LOOP, B_INPUT, B_INSTANCE, B_SHAPEVAR, B_BUILTIN
-} BindingKind;
+/* Bounds on compile-time work, so that no program can hang the compiler.
+ * The 6-layer base Transformer takes about 10,000 steps. */
+enum { MAX_STEPS = 2000000, MAX_CALL_DEPTH = 200 };
 
-typedef struct Binding {
-  const char *name;
-  Value *value;
-  Span at;
-  BindingKind kind;
-} Binding;
-
-/* Names visible in a body. A lazy scope (config, train) evaluates each of
- * its entries on first use, which allows any order and finds cycles. */
-struct Scope {
-  Scope *parent;
-  NameMap names;       /* Binding* */
-  PtrVec *lazy;        /* ConfigEntry*, or NULL */
-  NameMap lazy_index;  /* name -> ConfigEntry* */
-  int is_global;       /* the scope of fn and layer items */
-};
-
-/* One evaluated argument of a call. */
-typedef struct Arg {
-  const char *name; /* keyword, or NULL */
-  Value *value;
-  const Node *node; /* the value's expression */
-  Span at;          /* the whole argument, from its keyword if it has one */
-} Arg;
-
-/* The evaluation context of a body. */
-typedef struct Ctx {
-  Scope *scope;
-  Instance *inst;     /* where `param` and `let x = layer(...)` go; NULL in fn bodies */
-  int allow_io;       /* model body: input/output allowed */
-  const char *where;  /* "fn gelu", "layer mha", "model gpt": for messages */
-  Value *returned;    /* set by `return` */
-  const Node *returned_at; /* its expression, for messages about the result */
-} Ctx;
-
-/* --- sema.c ---------------------------------------------------------------- */
 extern CheckedModel *sema_model;     /* the model being checked */
 extern const FrontOptions *sema_opt;
+extern PtrVec sema_call_names; /* const char*: "fn heads", parallel to sema_call_stack */
+extern PtrVec sema_call_sites; /* const Node* of the calls, parallel to sema_call_stack */
+extern PtrVec sema_call_stack; /* const Node* of the fn/layer bodies being evaluated */
+extern Scope *sema_config_scope; /* config entries: what the model and train blocks see */
+extern Scope *sema_global_scope; /* items and built-ins: what fn and layer bodies see */
+extern NameMap sema_items; /* fn and layer definitions by name */
+extern long sema_steps;
+extern int sema_steps_reported;
+
 Value *eval_expr(Ctx *ctx, const Node *n);
-/* Describes an expression for messages: its source text when short. */
-const char *expr_text(const Node *n);
-/* Whether `name` is close enough to `cand` to be a likely typo of it. */
-int name_is_typo_of(const char *name, const char *cand);
-/* A compile-time int from a value, reporting an error with `what` otherwise. */
-int want_int(const Value *v, const Node *n, const char *what, int64_t *out);
 
-/* --- shape.c --------------------------------------------------------------- */
-/* Notes naming where each dimension of a tensor came from. */
-void note_dims(const Node *n, const TensorType *t, int axis);
-int broadcast_types(const TensorType *a, const TensorType *b, TensorType *out, int *bad_a,
-                    int *bad_b);
-/* Normalises a possibly negative axis; reports and returns -1 when out of range. */
-int norm_axis(int64_t axis, int rank, const Node *at, const char *fn);
-/* Checks a dimension value (positive, bounded). */
-int check_dim(int64_t d, const Node *at);
-int check_numel(const TensorType *t, const Node *at);
-Value *tensor_value(const TensorType *t);
-/* The tensor result of an operator between tensors and/or numbers. */
-Value *tensor_binary(Op op, Value *a, Value *b, const Node *an, const Node *bn, const Node *at);
-Value *tensor_matmul(Value *a, Value *b, const Node *an, const Node *bn, const Node *at);
-/* Numbers become tensors of `dt` (rank 0) when mixed with tensors. */
-int scalar_to_tensor(Value *v, DType dt, const Node *at, TensorType *out);
+/* sema.c: scopes and names (a new scope, a binding, a name looked up
+ * here or through the parents and built-ins, an unknown name reported with
+ * the closest visible one, a candidate for that suggestion). */
+Scope *sema_scope_new(Scope *parent);
+Binding *sema_bind(Scope *s, const char *name, Value *v, Span at, BindingKind kind);
+Binding *sema_scope_find_here(Scope *s, const char *name);
+Binding *sema_lookup(Scope *s, const char *name);
+void sema_report_unknown(Scope *s, const Node *n, const char *name, const char *tail);
+void sema_consider(const char *name, const char *cand, const char **best, int *best_d);
 
-/* --- builtins.c ------------------------------------------------------------ */
-/* Looks up a built-in name (functions, dtypes, initialisers, constants). */
-Value *builtin_lookup(const char *name);
-Value *builtin_call(Ctx *ctx, const Value *fn, const Node *call, Arg *args, int nargs);
-const char *builtin_name(int id);
+/* sema.c: the work bound (one more evaluation step, or an error), the
+ * chain of calls a message shows, numbers and booleans of values, a
+ * declared type, a call's arguments, a layer instantiated. */
+int sema_step_ok(const Node *n);
+void sema_show_call_chain(Span at);
+int sema_is_number(const Value *v);
+double sema_num(const Value *v);
+int sema_want_bool(const Value *v, const Node *n, const char *what, int *out);
+int sema_decl_type(Ctx *ctx, const Node *t, TensorType *out);
+int sema_eval_args(Ctx *ctx, const Node *call, Arg **out);
+Value *sema_instantiate(Ctx *ctx, const Node *def, Arg *args, int nargs, const Node *call,
+                        const char *path);
 
-/* --- front.c --------------------------------------------------------------- */
+/* sema_stmt.c: the statements of a block, in order. */
+void sema_exec_block(Ctx *ctx, const Node *block);
+
+/* sema_config.c: a config entry's value, evaluated on first use in scope
+ * s (cycles reported with their path). */
+Value *sema_eval_lazy(ConfigEntry *e, Scope *s);
+/* sema_load.c: */
 /* Loads the root file and its imports; fills sema_model->programs. Returns
  * 0 after a syntax error or a failed import: checking a partial program
  * would only report the names it lost. (Too-deep nesting is not counted:

@@ -3,8 +3,10 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "diag.h"
 #include "lower.h"
-#include "sema_internal.h"
+#include "messages.h"
+#include "shape.h"
 
 /* Above this many elements a tensor is certainly a mistake (2^40 ≈ 1.1e12). */
 static const int64_t MAX_NUMEL = (int64_t)1 << 40;

@@ -31,6 +31,7 @@
 #include "autodiff.h"
 #include "harness.h"
 #include "lower.h"
+#include "lower_model.h"
 #include "pass.h"
 
 #define TOLERANCE 1e-4

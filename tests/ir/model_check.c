@@ -29,6 +29,7 @@
 #include "eval.h"
 #include "graph.h"
 #include "lower.h"
+#include "lower_model.h"
 #include "sema.h"
 
 static uint64_t rng_state = 88172645463325252ull;

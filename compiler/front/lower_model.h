@@ -1,0 +1,23 @@
+/* A checked model's graphs (lower_model.c). */
+#ifndef TFM_LOWER_MODEL_H
+#define TFM_LOWER_MODEL_H
+#include <stdint.h>
+
+#include "graph.h"
+#include "sema.h"
+
+/* Checks the program and lowers it: the forward graph or, with `train`, the
+ * training graph (forward, backward and the optimizer update). `training`
+ * (dropout on) is opt->training, and always on for the training graph. Returns NULL when the
+ * program has errors (reported through diag). *model receives the checked
+ * model (parameter initialisers, config). */
+Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model);
+
+/* A graph whose outputs, named like the parameters, are their initial
+ * values (zeros, normal(mean, std), xavier_uniform, ...), drawn from Philox
+ * keyed by `seed` with the i32 scalar input "seed" as the counter offset
+ * (the run-time --seed): initialisation is computed like anything else,
+ * not by the runtime. */
+Graph *lower_init_graph(const CheckedModel *m, uint64_t seed);
+
+#endif
