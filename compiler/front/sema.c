@@ -153,7 +153,7 @@ int sema_step_ok(const Node *n) {
   if (++sema_steps <= MAX_STEPS) return 1;
   if (!sema_steps_reported) {
     sema_steps_reported = 1;
-    diag_error(n->span, "compile-time evaluation takes too long (more than %d sema_steps); "
+    diag_error(n->span, "compile-time evaluation takes too long (more than %d steps); "
                "is a loop bound or the model size far too large?", MAX_STEPS);
   }
   return 0;
