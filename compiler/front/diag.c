@@ -3,11 +3,20 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "pool.h"
+
 static FILE *stream;
 static int errors;
 static int stopped;
 static int last_error_shown; /* notes attach to the last shown error */
 static void (*context_hook)(Span at);
+static DiagSink sink;
+static void *sink_user;
+
+void diag_set_sink(DiagSink fn, void *user) {
+  sink = fn;
+  sink_user = user;
+}
 
 void diag_set_context_hook(void (*hook)(Span at)) { context_hook = hook; }
 
@@ -37,13 +46,16 @@ static void show_source(Span at) {
   fputc('\n', o);
 }
 
-static void emit(const char *kind, Span at, const char *fmt, va_list ap) {
+/* Prints one diagnostic (an error with its source line, a note without)
+ * and hands it to the sink. */
+static void emit(DiagKind kind, Span at, const char *fmt, va_list ap) {
+  char *message = pool_vprintf(fmt, ap);
+  const char *word = kind == DIAG_ERROR ? "error" : "note";
   FILE *o = out();
-  if (at.file) fprintf(o, "%s: %s: ", span_str(at), kind);
-  else fprintf(o, "tfmc: %s: ", kind);
-  vfprintf(o, fmt, ap);
-  fputc('\n', o);
-  if (at.file) show_source(at);
+  if (at.file) fprintf(o, "%s: %s: %s\n", span_str(at), word, message);
+  else fprintf(o, "tfmc: %s: %s\n", word, message);
+  if (at.file && kind == DIAG_ERROR) show_source(at);
+  if (sink) sink(sink_user, kind, at, message);
 }
 
 void diag_error(Span at, const char *fmt, ...) {
@@ -52,7 +64,7 @@ void diag_error(Span at, const char *fmt, ...) {
   errors++;
   va_list ap;
   va_start(ap, fmt);
-  emit("error", at, fmt, ap);
+  emit(DIAG_ERROR, at, fmt, ap);
   va_end(ap);
   last_error_shown = 1;
   if (context_hook) context_hook(at);
@@ -68,7 +80,7 @@ void diag_error_noloc(const char *fmt, ...) {
   last_error_shown = 0;
   if (!stopped) {
     errors++;
-    emit("error", (Span){0}, fmt, ap);
+    emit(DIAG_ERROR, (Span){0}, fmt, ap);
     last_error_shown = 1;
   }
   va_end(ap);
@@ -78,11 +90,7 @@ void diag_note(Span at, const char *fmt, ...) {
   if (!last_error_shown) return;
   va_list ap;
   va_start(ap, fmt);
-  FILE *o = out();
-  if (at.file) fprintf(o, "%s: note: ", span_str(at));
-  else fprintf(o, "tfmc: note: ");
-  vfprintf(o, fmt, ap);
-  fputc('\n', o);
+  emit(DIAG_NOTE, at, fmt, ap);
   va_end(ap);
 }
 

@@ -18,6 +18,12 @@ void diag_error_noloc(const char *fmt, ...) __attribute__((format(printf, 1, 2))
  * context notes (the checker uses it to show the chain of inlined calls that
  * led to the error). */
 void diag_set_context_hook(void (*hook)(Span at));
+/* Receives every error and note as it is reported (besides the stream),
+ * with its message text (in the pool): how the language server collects
+ * them. NULL: none. diag_reset keeps it. */
+typedef enum DiagKind { DIAG_ERROR, DIAG_NOTE } DiagKind;
+typedef void (*DiagSink)(void *user, DiagKind kind, Span at, const char *message);
+void diag_set_sink(DiagSink sink, void *user);
 int diag_error_count(void);
 int diag_stopped(void);
 void diag_set_stream(FILE *out);

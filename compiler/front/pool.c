@@ -43,14 +43,20 @@ char *pool_strndup(const char *s, size_t n) {
 
 char *pool_strdup(const char *s) { return pool_strndup(s, strlen(s)); }
 
+char *pool_vprintf(const char *fmt, va_list ap) {
+  va_list again;
+  va_copy(again, ap);
+  int n = vsnprintf(NULL, 0, fmt, ap);
+  char *p = pool_alloc((size_t)n + 1);
+  vsnprintf(p, (size_t)n + 1, fmt, again);
+  va_end(again);
+  return p;
+}
+
 char *pool_printf(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(NULL, 0, fmt, ap);
-  va_end(ap);
-  char *p = pool_alloc((size_t)n + 1);
-  va_start(ap, fmt);
-  vsnprintf(p, (size_t)n + 1, fmt, ap);
+  char *p = pool_vprintf(fmt, ap);
   va_end(ap);
   return p;
 }

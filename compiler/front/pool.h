@@ -3,12 +3,14 @@
  * whole compilation, which keeps error paths simple and leak-free. */
 #ifndef TFM_POOL_H
 #define TFM_POOL_H
+#include <stdarg.h>
 #include <stddef.h>
 
 void *pool_alloc(size_t size);            /* zeroed, 16-byte aligned; aborts on OOM */
 char *pool_strdup(const char *s);
 char *pool_strndup(const char *s, size_t n);
 char *pool_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+char *pool_vprintf(const char *fmt, va_list ap) __attribute__((format(printf, 1, 0)));
 void pool_reset(void);                    /* frees everything allocated so far */
 
 /* A growable array of pointers living in the pool. */

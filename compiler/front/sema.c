@@ -68,7 +68,13 @@ Binding *sema_bind(Scope *s, const char *name, Value *v, Span at, BindingKind ki
   b->at = at;
   b->kind = kind;
   map_put(&s->names, name, b);
+  sema_observe_bound(name, v, at);
   return b;
+}
+
+void sema_observe_bound(const char *name, const Value *v, Span at) {
+  const FrontObserver *o = sema_opt ? sema_opt->observer : NULL;
+  if (o && o->bound && at.file) o->bound(o->user, name, v, at);
 }
 
 
@@ -778,8 +784,7 @@ static Value *eval_index(Ctx *ctx, const Node *n) {
   return a->items.items[k];
 }
 
-Value *eval_expr(Ctx *ctx, const Node *n) {
-  if (!sema_step_ok(n) || diag_stopped()) return value_error();
+static Value *eval_kind(Ctx *ctx, const Node *n) {
   switch (n->kind) {
     case N_INT: return value_int(n->ival, origin_here(n, pool_printf("%" PRId64 " written", n->ival)));
     case N_FLOAT: return value_float(n->fval);
@@ -791,6 +796,8 @@ Value *eval_expr(Ctx *ctx, const Node *n) {
         sema_report_unknown(ctx->scope, n, n->name, "");
         return value_error();
       }
+      const FrontObserver *o = sema_opt->observer;
+      if (o && o->used) o->used(o->user, n, b->at);
       return b->value;
     }
     case N_UNARY: return eval_unary(ctx, n);
@@ -815,4 +822,12 @@ Value *eval_expr(Ctx *ctx, const Node *n) {
       diag_error(n->span, "a %s is not an expression", node_kind_name(n->kind));
       return value_error();
   }
+}
+
+Value *eval_expr(Ctx *ctx, const Node *n) {
+  if (!sema_step_ok(n) || diag_stopped()) return value_error();
+  Value *v = eval_kind(ctx, n);
+  const FrontObserver *o = sema_opt->observer;
+  if (o && o->value) o->value(o->user, n, v);
+  return v;
 }

@@ -4,6 +4,7 @@
  * model: its config, inputs, outputs, parameters and training set-up. */
 #ifndef TFM_SEMA_H
 #define TFM_SEMA_H
+#include "observe.h"
 #include "value.h"
 
 typedef struct FrontOptions {
@@ -16,6 +17,10 @@ typedef struct FrontOptions {
   int training;           /* value of the built-in `training` (checks use 1) */
   int unfused_attention;  /* lower_model: keep attention as primitives (no pass_attention) */
   int bf16;               /* --dtype bf16: lower_model runs pass_autocast_bf16 */
+  const FrontObserver *observer; /* or NULL */
+  int library_ok;         /* a file without a model block is a library, not an error,
+                             and -D and --variant leave it alone (the language
+                             server checks std files as they are edited) */
 } FrontOptions;
 
 typedef struct ConfigEntry {

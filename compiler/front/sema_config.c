@@ -66,6 +66,7 @@ Value *sema_eval_lazy(ConfigEntry *e, Scope *s) {
     /* "d_model = 512 set at m.tfm:3:13, overridden by -D d_model=256" */
     Origin *o = pool_alloc(sizeof *o);
     o->at = e->override ? e->original->span : e->expr->span;
+    o->name = e->name;
     const char *was = old && old->kind == V_INT ? pool_printf("%" PRId64, old->i)
                                                 : e->override ? expr_text(e->original) : NULL;
     o->what = e->override
@@ -270,6 +271,13 @@ static void register_items(void) {
   }
 }
 
+/* The model to the observer, as far as it got; the model when it has no errors. */
+static CheckedModel *sema_finish(void) {
+  const FrontObserver *o = sema_opt->observer;
+  if (o && o->checked) o->checked(o->user, sema_model);
+  return diag_error_count() ? NULL : sema_model;
+}
+
 CheckedModel *sema_check(const FrontOptions *opt) {
   sema_opt = opt;
   builtins_set_training(opt->training);
@@ -280,7 +288,7 @@ CheckedModel *sema_check(const FrontOptions *opt) {
   sema_steps_reported = 0;
   sema_call_stack = sema_call_sites = sema_call_names = lazy_chain = (PtrVec){0};
   diag_set_context_hook(sema_show_call_chain);
-  if (!front_load(opt, sema_model) || diag_stopped()) return NULL;
+  if (!front_load(opt, sema_model) || diag_stopped()) return sema_finish();
   register_items();
   sema_global_scope = sema_scope_new(NULL);
   sema_global_scope->is_global = 1;
@@ -311,8 +319,10 @@ CheckedModel *sema_check(const FrontOptions *opt) {
       }
     }
   }
-  if (opt->variant) apply_variant(opt->variant, &variants);
-  for (int i = 0; i < opt->defines.len; i++) apply_define(opt->defines.items[i]);
+  /* -D and --variant set up a model; a library is read as it is written */
+  int library = !model && opt->library_ok;
+  if (opt->variant && !library) apply_variant(opt->variant, &variants);
+  for (int i = 0; i < opt->defines.len && !library; i++) apply_define(opt->defines.items[i]);
   /* Every config value is evaluated, used or not, so errors show up early. */
   for (int i = 0; i < sema_model->config.len; i++) {
     ConfigEntry *e = sema_model->config.items[i];
@@ -323,6 +333,8 @@ CheckedModel *sema_check(const FrontOptions *opt) {
                  e->name, value_kind_name(v));
   }
   if (!model) {
+    /* A library's fns and layers run only when a model uses them. */
+    if (library) return sema_finish();
     const SourceFile *f = source_get(root->span.file);
     diag_error(root->span, "%s defines no model (a file given to tfmc needs a 'model NAME { ... }')",
                f ? f->path : "the file");
@@ -341,7 +353,7 @@ CheckedModel *sema_check(const FrontOptions *opt) {
       diag_error(model->span, "model %s has no output (add 'output loss = ...')", model->name);
     if (train && !diag_stopped()) check_train(train);
   }
-  return diag_error_count() ? NULL : sema_model;
+  return sema_finish();
 }
 
 int64_t instance_param_count(const Instance *inst) {

@@ -31,6 +31,8 @@ Value *eval_expr(Ctx *ctx, const Node *n);
  * the closest visible one, a candidate for that suggestion). */
 Scope *sema_scope_new(Scope *parent);
 Binding *sema_bind(Scope *s, const char *name, Value *v, Span at, BindingKind kind);
+/* Tells the observer (if any) that `name` now has value v; sema_bind does. */
+void sema_observe_bound(const char *name, const Value *v, Span at);
 Binding *sema_scope_find_here(Scope *s, const char *name);
 Binding *sema_lookup(Scope *s, const char *name);
 void sema_report_unknown(Scope *s, const Node *n, const char *name, const char *tail);

@@ -177,6 +177,7 @@ static void exec_assign(Ctx *ctx, const Node *s) {
       return;
     }
     b->value = v;
+    sema_observe_bound(s->name, v, s->span);
     return;
   }
   sema_report_unknown(ctx->scope, s, s->name,

@@ -19,6 +19,7 @@ int dtype_is_float(DType dt);
 typedef struct Origin {
   Span at;
   const char *what;
+  const char *name; /* the config key the number is, or NULL: "d_model" */
 } Origin;
 
 typedef struct TensorType {
