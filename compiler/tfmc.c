@@ -15,6 +15,7 @@
 #include "ptx.h"
 #include "ptx_report.h"
 #include "sema.h"
+#include "server.h"
 #include "stats.h"
 
 static const char usage_text[] =
@@ -34,6 +35,9 @@ static const char usage_text[] =
     "  emit llvm FILE  the optimised LLVM IR of those kernels (--cpu as for build)\n"
     "  emit asm FILE   their assembly\n"
     "  emit ptx FILE   the PTX of those kernels for NVIDIA GPUs (--gpu-arch)\n"
+    "  lsp             a language server on stdin/stdout for editors (docs/editors.md):\n"
+    "                  diagnostics, hover with shapes, definitions, symbols, completion;\n"
+    "                  -D, --variant and -I apply to every file it checks\n"
     "\n"
     "options:\n"
     "  -D NAME=VALUE   override a config value (repeatable; -DNAME=VALUE works too)\n"
@@ -316,9 +320,17 @@ int main(int argc, char **argv) {
     }
   }
   if (!command) return usage_error("%s", "no command given");
+  if (!strcmp(command, "lsp")) {
+    if (opt.path) return usage_error("%s", "lsp: the editor sends the files; give none");
+    CheckSettings settings = {.defines = (const char **)opt.defines.items,
+                              .ndefines = opt.defines.len,
+                              .include_dirs = (const char **)opt.include_dirs.items,
+                              .ninclude_dirs = opt.include_dirs.len, .variant = opt.variant};
+    return lsp_serve(stdin, stdout, &settings);
+  }
   if (strcmp(command, "check") && strcmp(command, "stats") && strcmp(command, "emit") &&
       strcmp(command, "build"))
-    return usage_error("unknown command '%s' (commands: build, check, stats, emit)", command);
+    return usage_error("unknown command '%s' (commands: build, check, stats, emit, lsp)", command);
   static const char *const forms[] = {"ast", "graph", "dot", "kernels", "llvm", "asm", "ptx"};
   int form = -1;
   for (int i = 0; what && i < 7; i++)
