@@ -45,6 +45,24 @@ tfm_install_deps() {
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 }
 
+# Programs only tests use: Neovim (the editor tests drive its LSP client
+# and load the Vim syntax file). Installed like the build tools when
+# possible; when not, those tests report themselves skipped.
+tfm_install_test_tools() {
+  command -v nvim >/dev/null 2>&1 && return 0
+  local sudo=""
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null && sudo="sudo" ||
+      { echo "tfm: neovim is not installed (sudo apt-get install neovim); its editor tests will be skipped" >&2
+        return 0; }
+  fi
+  command -v apt-get >/dev/null 2>&1 || return 0
+  echo "tfm: installing neovim for the editor tests"
+  { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq neovim; } \
+    >/dev/null 2>&1 ||
+    echo "tfm: could not install neovim; its editor tests will be skipped" >&2
+}
+
 # The safetensors package, the format's reference reader, in a virtual
 # environment at $1 that also sees Debian's python3-numpy (and python3-torch,
 # when installed): runtime.ckpt_python_safetensors reads our checkpoints with

@@ -9,6 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 . "$root/tools/deps.sh"
 tfm_install_deps
+tfm_install_test_tools
 build=$root/build-test
 flags=(-DTFM_WERROR=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo)
 targets=() # all
