@@ -138,6 +138,7 @@ static void exec_let(Ctx *ctx, const Node *s) {
       return;
     }
     t->items.items[index] = v;
+    sema_observe_bound(s->name, v, s->span);
     return;
   }
   if (prev && prev->kind != B_SHAPEVAR) {

@@ -135,8 +135,9 @@ static Range range_of(Span s) {
 
 /* Where `name` is written inside span s: its first whole-word occurrence on
  * the span's first line (a let's name after "let", a layer's after
- * "layer"); the span's start when it is not there. */
-static Range name_range(Span s, const char *name) {
+ * "layer"); when it is not there (the train block's `step`), the span's
+ * start, or with `exact` no range (file -1). */
+static Range name_range(Span s, const char *name, int exact) {
   Range r = range_of(s);
   size_t len, n = strlen(name);
   const char *line = source_line(s.file, s.line, &len);
@@ -152,7 +153,23 @@ static Range name_range(Span s, const char *name) {
   }
   r.end_line = r.line;
   r.end_col = r.col;
+  if (exact) r.file = -1;
   return r;
+}
+
+/* A fn's or layer's head, from its name up to its body:
+ * "layer layernorm(d: int, eps: float = 1e-5)". */
+static const char *signature(const Node *def) {
+  const char *kind = def->kind == N_FN ? "fn" : "layer";
+  size_t len;
+  const char *line = source_line(def->span.file, def->span.line, &len);
+  const char *name = line ? strstr(line, def->name) : NULL;
+  if (!name || (size_t)(name - line) >= len) return pool_printf("%s %s", kind, def->name);
+  len -= (size_t)(name - line);
+  const char *brace = memchr(name, '{', len);
+  size_t n = brace ? (size_t)(brace - name) : len;
+  while (n && isspace((unsigned char)name[n - 1])) n--;
+  return pool_printf("%s %.*s", kind, (int)n, name);
 }
 
 /* "f32[batch=16, seq_len=128, d_model=256]": a dimension that is a config
@@ -183,9 +200,13 @@ static const char *value_text(const Value *v) {
     case V_INSTANCE:
       return pool_printf("%s (layer %s, %" PRId64 " parameters)", v->inst->path,
                          v->inst->def ? v->inst->def->name : "?", instance_param_count(v->inst));
-    case V_FN: return pool_printf("fn %s", v->def->name);
-    case V_LAYER: return pool_printf("layer %s", v->def->name);
+    case V_FN:
+    case V_LAYER: return signature(v->def);
     case V_BUILTIN: return pool_printf("built-in fn %s", v->s);
+    case V_OPTIM: return pool_printf("optimizer %s", v->s);
+    case V_TABLE: /* filled entry by entry: its size would differ at each use */
+      return v->items.len && v->items.items[0] && ((Value *)v->items.items[0])->kind == V_INSTANCE
+                 ? "table of layer instances" : "table";
     default: return value_kind_name(v);
   }
 }
@@ -231,7 +252,9 @@ static void on_value(void *user, const Node *expr, const Value *v) {
 
 static void on_bound(void *user, const char *name, const Value *v, Span at) {
   (void)user;
-  if (v->kind != V_ERROR) add_hover(name_range(at, name), pool_printf("%s: %s", name, value_text(v)), 0);
+  /* a table is reported empty when made, then entry by entry */
+  if (v->kind != V_ERROR && v->kind != V_TABLE)
+    add_hover(name_range(at, name, 1), pool_printf("%s: %s", name, value_text(v)), 0);
 }
 
 static void add_definition(Range use, Range target) {
@@ -246,7 +269,7 @@ static void add_definition(Range use, Range target) {
 
 static void on_used(void *user, const Node *name, Span defined_at) {
   (void)user;
-  if (defined_at.file) add_definition(range_of(name->span), name_range(defined_at, name->name));
+  if (defined_at.file) add_definition(range_of(name->span), name_range(defined_at, name->name, 0));
 }
 
 static void on_diagnostic(void *user, DiagKind kind, Span at, const char *message) {
@@ -271,7 +294,7 @@ static int add_symbol(const char *name, const char *detail, SymbolKind kind, con
   s->detail = copy(detail);
   s->kind = kind;
   s->range = range_of(n->span);
-  s->selection = name_range(n->span, name);
+  s->selection = name_range(n->span, name, 0);
   s->parent = parent;
   return run.a->nsymbols - 1;
 }
@@ -326,7 +349,7 @@ static void on_checked(void *user, const CheckedModel *m) {
     const char *text = pool_printf("config %s: %s%s%s", e->name, value,
                                    e->override ? ", overridden by " : "",
                                    e->override ? e->override : "");
-    add_hover(name_range(e->at, e->name), text, 1); /* not the binding's line too */
+    add_hover(name_range(e->at, e->name, 1), text, 1); /* not the binding's line too */
     add_completion(e->name, text, 21 /* Constant */);
   }
   for (int p = 0; p < m->programs.len; p++) {
