@@ -5,11 +5,8 @@
 --        --cmd "set rtp^=.../editors/vim" -c "luafile THIS"
 -- (the folder joins the runtime path before start-up, as in a user's init)
 local editors, model = os.getenv("TFM_EDITORS"), os.getenv("TFM_MODEL")
-local failed = 0
-local function check(ok, what)
-  io.stdout:write((ok and "ok   " or "FAIL ") .. what .. "\n")
-  if not ok then failed = failed + 1 end
-end
+local t = dofile(os.getenv("TFM_NVIM_CHECK"))
+local check = t.check
 
 check(vim.o.runtimepath:find(editors .. "/vim", 1, true) ~= nil, "editors/vim is on the runtime path")
 vim.cmd("syntax on")
@@ -36,6 +33,4 @@ for _, w in ipairs(want) do
   local got = group_of(w[1], w[2])
   check(got == w[3], string.format("%-16s is %s (got %s)", w[1], w[3], got))
 end
-io.stdout:write(failed == 0 and "all checks passed\n" or (failed .. " check(s) failed\n"))
-io.stdout:flush()
-vim.cmd(failed == 0 and "qall!" or "cquit!")
+t.finish()

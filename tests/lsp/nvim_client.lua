@@ -4,17 +4,8 @@
 -- not written: the edit lives in the buffer, as when a user types.
 -- Run: TFMC=.../tfmc TFM_MODEL=.../gpt.tfm nvim --headless --clean -c "luafile THIS"
 local tfmc, model = os.getenv("TFMC"), os.getenv("TFM_MODEL")
-local failed = 0
-local function check(ok, what)
-  io.stdout:write((ok and "ok   " or "FAIL ") .. what .. "\n")
-  if not ok then failed = failed + 1 end
-end
-local function finish()
-  io.stdout:write(failed == 0 and "all checks passed\n" or (failed .. " check(s) failed\n"))
-  io.stdout:flush()
-  vim.cmd(failed == 0 and "qall!" or "cquit!")
-end
-
+local t = dofile(os.getenv("TFM_NVIM_CHECK"))
+local check = t.check
 vim.cmd("edit " .. vim.fn.fnameescape(model))
 local buf = vim.api.nvim_get_current_buf()
 local id = vim.lsp.start_client({name = "tfm", cmd = {tfmc, "lsp"},
@@ -60,4 +51,4 @@ if d then
   check(d.message:find("inner dimensions differ", 1, true) ~= nil, "with the checker's message")
 end
 vim.lsp.stop_client(id)
-finish()
+t.finish()

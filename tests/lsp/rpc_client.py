@@ -105,6 +105,14 @@ def position_of(text, needle, nth=0, offset=0):
     return {"line": line, "character": at - (text.rfind("\n", 0, at) + 1)}
 
 
+def open_document(server, path):
+    """Opens the file at path in the server; returns (text, uri)."""
+    text = open(path).read()
+    server.notify("textDocument/didOpen", {"textDocument": {
+        "uri": uri_of(path), "languageId": "tfm", "version": 1, "text": text}})
+    return text, uri_of(path)
+
+
 def hover_text(reply):
     r = reply.get("result")
     return r["contents"]["value"] if r else ""
@@ -123,11 +131,7 @@ check(caps.get("hoverProvider") and caps.get("definitionProvider") and
 check(caps["textDocumentSync"]["change"] == 2, "initialize asks for incremental changes")
 s.notify("initialized", {})
 
-gpt_path = os.path.join(MODELS, "gpt.tfm")
-gpt = open(gpt_path).read()
-gpt_uri = uri_of(gpt_path)
-s.notify("textDocument/didOpen", {"textDocument": {"uri": gpt_uri, "languageId": "tfm",
-                                                   "version": 1, "text": gpt}})
+gpt, gpt_uri = open_document(s, os.path.join(MODELS, "gpt.tfm"))
 check(s.diagnostics(gpt_uri) == [], "models/gpt.tfm opens without diagnostics")
 
 r = s.request("textDocument/hover", {"textDocument": {"uri": gpt_uri},
@@ -222,11 +226,7 @@ check(any("/std/" in x["message"] and x["range"]["start"]["line"] == call for x 
 s.notify("textDocument/didChange", {"textDocument": {"uri": gpt_uri, "version": 7},
                                     "contentChanges": [{"text": gpt}]})
 s.diagnostics(gpt_uri)
-nn_path = os.path.join(MODELS, "std", "nn.tfm")
-nn = open(nn_path).read()
-nn_uri = uri_of(nn_path)
-s.notify("textDocument/didOpen", {"textDocument": {"uri": nn_uri, "languageId": "tfm",
-                                                   "version": 1, "text": nn}})
+nn, nn_uri = open_document(s, os.path.join(MODELS, "std", "nn.tfm"))
 d = s.diagnostics(nn_uri)
 check(d == [], "a std file (no model block) opens without diagnostics: %r" % d[:1])
 at = position_of(nn, "let xc = x - mean(x", offset=len("let xc = "))
@@ -240,15 +240,10 @@ s.notify("textDocument/didClose", {"textDocument": {"uri": gpt_uri}})
 check(s.diagnostics(gpt_uri) == [], "closing a document clears its diagnostics")
 
 # --- latency: models/transformer.tfm, base config (a server without -D) -----
-main_server = s
 s = Server()
 s.request("initialize", {"processId": None, "capabilities": {}})
 s.notify("initialized", {})
-tr_path = os.path.join(MODELS, "transformer.tfm")
-tr = open(tr_path).read()
-tr_uri = uri_of(tr_path)
-s.notify("textDocument/didOpen", {"textDocument": {"uri": tr_uri, "languageId": "tfm",
-                                                   "version": 1, "text": tr}})
+tr, tr_uri = open_document(s, os.path.join(MODELS, "transformer.tfm"))
 s.diagnostics(tr_uri)
 times = []
 for k in range(10):
