@@ -2,6 +2,7 @@
  * report turned into an Analysis. */
 #define _DEFAULT_SOURCE /* realpath, strdup, clock_gettime */
 #include "analysis.h"
+#include "checked.h"
 
 #include <ctype.h>
 #include <inttypes.h>
@@ -15,14 +16,6 @@
 #include "source.h"
 
 enum { HOVER_MAX_DISTINCT = 4 };
-
-static void *checked(void *p) {
-  if (!p) {
-    fprintf(stderr, "tfmc lsp: out of memory\n");
-    abort();
-  }
-  return p;
-}
 
 static char *copy(const char *s) { return checked(strdup(s ? s : "")); }
 

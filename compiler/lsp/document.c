@@ -1,18 +1,11 @@
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "document.h"
+#include "checked.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static void *checked(void *p) {
-  if (!p) {
-    fprintf(stderr, "tfmc lsp: out of memory\n");
-    abort();
-  }
-  return p;
-}
 
 /* The byte where a 0-based line starts (len when there are fewer lines). */
 static size_t line_start(const char *text, size_t len, long line) {

@@ -1,4 +1,5 @@
 #include "json_write.h"
+#include "checked.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -9,12 +10,7 @@ static void reserve(JsonBuf *b, size_t more) {
   if (b->len + more + 1 <= b->cap) return;
   size_t cap = b->cap ? b->cap : 256;
   while (cap < b->len + more + 1) cap *= 2;
-  char *t = realloc(b->text, cap);
-  if (!t) {
-    fprintf(stderr, "tfmc lsp: out of memory\n");
-    abort();
-  }
-  b->text = t;
+  b->text = checked(realloc(b->text, cap));
   b->cap = cap;
 }
 

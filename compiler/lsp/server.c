@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "answers.h"
+#include "checked.h"
 #include "frame.h"
 #include "json.h"
 
@@ -34,14 +35,6 @@ typedef struct Server {
 
 static void send(Server *s, const JsonBuf *b) {
   if (frame_write(s->out, b->text, b->len)) s->broken = 1;
-}
-
-static void *checked(void *p) {
-  if (!p) {
-    fprintf(stderr, "tfmc lsp: out of memory\n");
-    abort();
-  }
-  return p;
 }
 
 /* ------------------------------------------------------------------------ */
