@@ -176,6 +176,22 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     }
   }
   Graph *init = m->params.len ? lower_init_graph(m, INIT_SEED) : NULL;
+  /* The inspect graph: the forward graph that also outputs the probes
+   * (`output` in a layer's body, e.g. std mha's attention weights), for the
+   * binary's `attention` command; the forward graph stays as fast as
+   * without them. */
+  Graph *inspect = NULL;
+  if (m->probes.len) {
+    CheckedModel *im;
+    fo.probes = 1;
+    inspect = lower_model(&fo, 0, &im);
+    if (!inspect) {
+      graph_free(forward);
+      graph_free(train);
+      graph_free(init);
+      return 1;
+    }
+  }
 
   const char *tmp = getenv("TMPDIR");
   char dir[4096];
@@ -184,9 +200,11 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     diag_error_noloc("cannot make a temporary folder for the objects in %s", tmp && *tmp ? tmp : "/tmp");
     return 1;
   }
-  Compiled graphs[3] = {{.prefix = "tfm_init", .name = "init", .lowered = init},
-                        {.prefix = "tfm_train", .name = "train", .lowered = train},
-                        {.prefix = "tfm_forward", .name = "forward", .lowered = forward}};
+  enum { NUM_GRAPHS = 4 };
+  Compiled graphs[NUM_GRAPHS] = {{.prefix = "tfm_init", .name = "init", .lowered = init},
+                                 {.prefix = "tfm_train", .name = "train", .lowered = train},
+                                 {.prefix = "tfm_forward", .name = "forward", .lowered = forward},
+                                 {.prefix = "tfm_inspect", .name = "inspect", .lowered = inspect}};
   /* The config as text, for the binary's `info` and checkpoints. */
   const char **keys = pool_alloc(sizeof(char *) * (size_t)(m->config.len + 1));
   const char **values = pool_alloc(sizeof(char *) * (size_t)(m->config.len + 1));
@@ -197,19 +215,21 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   }
   const SourceFile *src = source_get(m->at.file);
   ModelDescription d = {m->name, src ? src->path : "?", m->config.len, keys, values,
-                        init ? "tfm_init" : NULL, train ? "tfm_train" : NULL, "tfm_forward"};
+                        init ? "tfm_init" : NULL, train ? "tfm_train" : NULL, "tfm_forward",
+                        inspect ? "tfm_inspect" : NULL};
   graphs[2].model = &d;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < NUM_GRAPHS; i++) {
     graphs[i].options = b;
     snprintf(graphs[i].object, sizeof graphs[i].object, "%s/%s.o", dir, graphs[i].prefix);
   }
   /* The train graph is the big one: it compiles on this thread while a
    * second one does init and forward (each module has its own LLVM
    * context). */
-  Compiled *side[3] = {NULL}, *main_work[2] = {NULL};
+  Compiled *side[NUM_GRAPHS] = {NULL}, *main_work[2] = {NULL};
   int ns = 0;
   if (init) side[ns++] = &graphs[0];
   side[ns++] = &graphs[2];
+  if (inspect) side[ns++] = &graphs[3];
   if (train) main_work[0] = &graphs[1];
   pthread_t thread;
   int threaded = cpu_initialize() && pthread_create(&thread, NULL, compile_graphs, side) == 0;
@@ -218,8 +238,8 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   if (threaded) pthread_join(thread, NULL);
 
   int ok = 1, count = 0;
-  const char *objects[3];
-  for (int i = 0; i < 3; i++) {
+  const char *objects[NUM_GRAPHS];
+  for (int i = 0; i < NUM_GRAPHS; i++) {
     if (!graphs[i].module && !graphs[i].error[0]) continue; /* no such graph */
     if (!graphs[i].ok) {
       diag_error_noloc("%s", graphs[i].error);
@@ -242,7 +262,7 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     HeaderModel hm = {m->name, d.source, nh, hg};
     ok = build_write_header(b->header, &hm) == 0;
   }
-  for (int i = 0; i < 3; i++) compiled_free(&graphs[i]);
+  for (int i = 0; i < NUM_GRAPHS; i++) compiled_free(&graphs[i]);
   rmdir(dir);
   if (ok && b->verbose)
     fprintf(stderr, "tfmc: built %s (%d graphs) in %.2f s\n", b->output, count, now() - start);

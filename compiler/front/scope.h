@@ -38,6 +38,7 @@ typedef struct Arg {
 typedef struct Ctx {
   Scope *scope;
   Instance *inst;     /* where `param` and `let x = layer(...)` go; NULL in fn bodies */
+  Instance *body_of;  /* a layer's fn (...) body: its `output NAME = ...` are probes */
   int allow_io;       /* model body: input/output allowed */
   const char *where;  /* "fn gelu", "layer mha", "model gpt": for messages */
   Value *returned;    /* set by `return` */

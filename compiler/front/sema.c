@@ -656,7 +656,8 @@ static Value *call_instance(Instance *inst, Arg *args, int nargs, const Node *ca
     return value_error();
   }
   if (!enter_call(inst->forward, call, callee)) return value_error();
-  Ctx c = {.scope = sema_scope_new(inst->scope), .where = callee};
+  Ctx c = {.scope = sema_scope_new(inst->scope), .body_of = inst, .where = callee};
+  inst->calls++;
   Value *r = value_error();
   if (bind_args(&c, &inst->forward->params, args, nargs, call, callee))
     r = run_body(&c, inst->forward->c, inst->forward->t, call, callee);

@@ -17,6 +17,8 @@ typedef struct FrontOptions {
   int training;           /* value of the built-in `training` (checks use 1) */
   int unfused_attention;  /* lower_model: keep attention as primitives (no pass_attention) */
   int bf16;               /* --dtype bf16: lower_model runs pass_autocast_bf16 */
+  int probes;             /* lower a layer's `output NAME = ...` as a graph output
+                             (the inspect graph); else it is checked and dropped */
   const FrontObserver *observer; /* or NULL */
   int library_ok;         /* a file without a model block is a library, not an error,
                              and -D and --variant leave it alone (the language
@@ -55,6 +57,7 @@ typedef struct CheckedModel {
   PtrVec config;          /* ConfigEntry* in source order */
   PtrVec inputs;          /* ModelIO* */
   PtrVec outputs;         /* ModelIO* */
+  PtrVec probes;          /* ModelIO*: a layer's outputs, named INSTANCE.NAME */
   PtrVec params;          /* Param* in creation order */
   Instance *root;
   TrainSpec train;

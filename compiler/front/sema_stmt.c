@@ -219,9 +219,20 @@ static void exec_input(Ctx *ctx, const Node *s) {
   sema_bind(ctx->scope, s->name, v, s->span, B_INPUT);
 }
 
+/* A probe's name: the instance's path and the name, with "@N" from the
+ * instance's second call on (a layer applied twice has two of each). */
+static const char *probe_name(const Instance *inst, const char *name) {
+  const char *base = inst->path[0] ? pool_printf("%s.%s", inst->path, name) : name;
+  return inst->calls > 1 ? pool_printf("%s@%d", base, inst->calls) : base;
+}
+
+/* `output NAME [= expr]`: in the model body, an output of every graph; in a
+ * layer's fn (...) body, a probe: an output of the inspect graph only
+ * (FrontOptions.probes), so that asking for attention weights does not
+ * change the graphs that train and run the model. */
 static void exec_output(Ctx *ctx, const Node *s) {
-  if (!ctx->allow_io) {
-    diag_error(s->span, "'output' is allowed only in the model body");
+  if (!ctx->allow_io && !ctx->body_of) {
+    diag_error(s->span, "'output' is allowed only in the model body and in a layer's fn (...) body");
     return;
   }
   Value *v;
@@ -245,8 +256,14 @@ static void exec_output(Ctx *ctx, const Node *s) {
     diag_error(s->span, "output '%s' must be a tensor, got %s", s->name, value_kind_name(v));
     return;
   }
-  if (!add_model_io(&sema_model->outputs, "output", s, &v->t)) return;
-  lower_output(s->name, v);
+  if (ctx->allow_io) {
+    if (add_model_io(&sema_model->outputs, "output", s, &v->t)) lower_output(s->name, v);
+    return;
+  }
+  Node named = *s;
+  named.name = probe_name(ctx->body_of, s->name);
+  if (add_model_io(&sema_model->probes, "output", &named, &v->t) && sema_opt->probes)
+    lower_output(named.name, v);
 }
 
 static void exec_stmt(Ctx *ctx, const Node *s);

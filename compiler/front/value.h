@@ -81,6 +81,7 @@ struct Instance {
   PtrVec params;        /* Param* declared directly here */
   PtrVec children;      /* Instance* */
   Span at;              /* where it was created */
+  int calls;            /* of its fn (...) body so far: names the probes of each call */
 };
 
 Value *value_new(ValueKind kind);

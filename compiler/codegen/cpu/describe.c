@@ -216,7 +216,8 @@ bool describe_model(CpuModule *module, const ModelDescription *d) {
                            string_table(&e, d->config_values, d->num_config, ".tfm.config_values"),
                            graph_ref(&e, d->init_prefix),
                            graph_ref(&e, d->train_prefix),
-                           graph_ref(&e, d->forward_prefix)};
-  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 8, 0), "tfm_model", 1);
+                           graph_ref(&e, d->forward_prefix),
+                           graph_ref(&e, d->inspect_prefix)};
+  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 9, 0), "tfm_model", 1);
   return true;
 }

@@ -34,7 +34,7 @@ typedef struct ModelDescription {
   const char *name, *source;
   int num_config;
   const char *const *config_keys, *const *config_values;
-  const char *init_prefix, *train_prefix, *forward_prefix; /* NULL: no such graph */
+  const char *init_prefix, *train_prefix, *forward_prefix, *inspect_prefix; /* NULL: no such graph */
 } ModelDescription;
 
 /* Adds `tfm_model` (a tfm_model_info) referring to each graph's PREFIX_desc,
