@@ -378,3 +378,29 @@ bool json_is_utf8(const char *text, size_t size) {
   }
   return true;
 }
+
+void json_write_string(FILE *out, const char *bytes, size_t size) {
+  const unsigned char *s = (const unsigned char *)bytes;
+  fputc('"', out);
+  for (size_t i = 0; i < size;) {
+    unsigned char c = s[i];
+    size_t n = c < 0x80 ? 1 : utf8_sequence_length(s + i, size - i);
+    if (n == 0) {
+      fprintf(out, "\\\\x%02x", c);
+      i++;
+    } else if (n > 1) {
+      fwrite(s + i, 1, n, out);
+      i += n;
+    } else if (c == '"' || c == '\\') {
+      fprintf(out, "\\%c", c);
+      i++;
+    } else if (c < 0x20 || c == '<' || c == 0x7f) {
+      fprintf(out, "\\u%04x", c);
+      i++;
+    } else {
+      fputc(c, out);
+      i++;
+    }
+  }
+  fputc('"', out);
+}

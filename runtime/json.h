@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define JSON_MAX_DEPTH 32
 
@@ -39,5 +40,11 @@ const char *json_kind_name(json_kind kind);
 
 /* Whether the bytes are well-formed UTF-8 (what a JSON string may hold). */
 bool json_is_utf8(const char *text, size_t size);
+
+/* Writes the bytes as a JSON string literal, quotes included: well-formed
+ * UTF-8 as it is, a byte that is not part of it as the text "\xNN" (a
+ * token of a byte vocabulary can be half a character), control characters
+ * and '<' escaped (so the string may sit inside an HTML <script>). */
+void json_write_string(FILE *out, const char *bytes, size_t size);
 
 #endif

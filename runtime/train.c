@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "metrics.h"
 #include "train.h"
 
 static int file_exists(const char *path) {
@@ -94,6 +95,7 @@ int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
   if (tfm_graph_open(&g, model->train)) return TFM_FAILED;
   int status = TFM_FAILED;
   uint64_t first = 0;
+  tfm_metrics metrics = {0};
   if (o->resume && o->save_path && file_exists(o->save_path)) {
     tfm_meta meta = {0};
     uint64_t seed = o->seed;
@@ -114,6 +116,8 @@ int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
   }
   tfm_progress progress;
   if (o->log) tfm_progress_start(&progress, o->log, first, o->steps);
+  if (tfm_metrics_open(&metrics, o->metrics_path, model, o->seed, o->threads, o->steps, first))
+    goto done;
   uint64_t pending_tokens = 0; /* since the last progress line */
   for (uint64_t step = first + 1; step <= o->steps; step++) {
     uint64_t tokens = 0;
@@ -136,9 +140,18 @@ int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
     result->last_loss = loss;
     result->steps_done = step;
     float lr = scalar_output(&g, "lr", &found);
-    if (o->log && (step % o->log_every == 0 || step == o->steps || step == first + 1)) {
+    int logged = step % o->log_every == 0 || step == o->steps || step == first + 1;
+    if (o->log && logged) {
       tfm_progress_report(&progress, step, loss, found ? lr : NAN, pending_tokens);
       pending_tokens = 0;
+    }
+    tfm_metrics_tokens(&metrics, tokens);
+    if (metrics.file && logged) {
+      int has_norm;
+      double grad_norm = scalar_output(&g, "grad_norm", &has_norm), test_loss = NAN;
+      if ((o->held_out && o->held_out(o->batch_ctx, &g, &test_loss)) ||
+          tfm_metrics_step(&metrics, step, loss, lr, grad_norm, test_loss))
+        goto done;
     }
     int checkpoint = o->save_path && ((o->save_every && step % o->save_every == 0) || step == o->steps);
     if (checkpoint && save(&g, o, step)) goto done;
@@ -150,6 +163,7 @@ int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
   if (o->on_done && o->on_done(o->batch_ctx, &g)) goto done;
   status = TFM_OK;
 done:
+  tfm_metrics_close(&metrics);
   tfm_graph_close(&g);
   return status;
 }

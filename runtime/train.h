@@ -11,6 +11,9 @@
 typedef int (*tfm_batch_fn)(void *ctx, tfm_graph *train, uint64_t step, uint64_t *tokens);
 /* Called once after the last step with the trained graph (e.g. to evaluate). */
 typedef int (*tfm_done_fn)(void *ctx, tfm_graph *train);
+/* The held-out loss of the params in train, for the metrics file; NAN when
+ * there is no held-out data. */
+typedef int (*tfm_held_out_fn)(void *ctx, tfm_graph *train, double *loss);
 
 typedef struct tfm_train_options {
   const tfm_model_info *model;
@@ -26,6 +29,9 @@ typedef struct tfm_train_options {
   tfm_pool *pool;
   tfm_batch_fn next_batch;
   tfm_done_fn on_done;    /* may be NULL */
+  const char *metrics_path; /* --metrics: a JSON line per logged step (metrics.h), or NULL */
+  uint64_t threads;       /* recorded in the metrics file */
+  tfm_held_out_fn held_out; /* may be NULL: no test_loss in the metrics */
   void *batch_ctx;
 } tfm_train_options;
 
