@@ -49,18 +49,25 @@ tfm_install_deps() {
 # and load the Vim syntax file). Installed like the build tools when
 # possible; when not, those tests report themselves skipped.
 tfm_install_test_tools() {
-  command -v nvim >/dev/null 2>&1 && return 0
+  # command -> Debian package: neovim (editor tests), chromium (the HTML
+  # pages, opened headless), graphviz (tfmc emit dot rendered to SVG).
+  local missing=()
+  command -v nvim >/dev/null 2>&1 || missing+=(neovim)
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+  [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""
   if [ "$(id -u)" -ne 0 ]; then
     command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null && sudo="sudo" ||
-      { echo "tfm: neovim is not installed (sudo apt-get install neovim); its editor tests will be skipped" >&2
+      { echo "tfm: ${missing[*]} not installed (sudo apt-get install ${missing[*]}); their tests will be skipped" >&2
         return 0; }
   fi
   command -v apt-get >/dev/null 2>&1 || return 0
-  echo "tfm: installing neovim for the editor tests"
-  { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq neovim; } \
+  echo "tfm: installing ${missing[*]} for the editor, page and graph tests"
+  { $sudo apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"; } \
     >/dev/null 2>&1 ||
-    echo "tfm: could not install neovim; its editor tests will be skipped" >&2
+    echo "tfm: could not install ${missing[*]}; their tests will be skipped" >&2
 }
 
 # The safetensors package, the format's reference reader, in a virtual
