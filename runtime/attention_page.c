@@ -22,13 +22,16 @@ static void write_text(FILE *f, const char *text) {
   json_write_string(f, text ? text : "", text ? strlen(text) : 0);
 }
 
+/* `head` (e.g. "{\"name\":" or ",\"keys\":") and a string member's value. */
+static void write_member(FILE *f, const char *head, const char *text) {
+  fputs(head, f);
+  write_text(f, text);
+}
+
 static void write_map(FILE *f, const tfm_attention_map *m, size_t rows, size_t cols) {
-  fputs("{\"name\":", f);
-  write_text(f, m->name);
-  fputs(",\"queries\":", f);
-  write_text(f, m->queries);
-  fputs(",\"keys\":", f);
-  write_text(f, m->keys);
+  write_member(f, "{\"name\":", m->name);
+  write_member(f, ",\"queries\":", m->queries);
+  write_member(f, ",\"keys\":", m->keys);
   fputs(",\"weights\":[", f);
   for (size_t h = 0; h < m->heads; h++) {
     fputs(h ? ",[" : "[", f);
@@ -48,10 +51,8 @@ static void write_map(FILE *f, const tfm_attention_map *m, size_t rows, size_t c
 }
 
 static int write_data(FILE *f, const tfm_attention_page *p) {
-  fputs("{\"title\":", f);
-  write_text(f, p->title);
-  fputs(",\"subtitle\":", f);
-  write_text(f, p->subtitle);
+  write_member(f, "{\"title\":", p->title);
+  write_member(f, ",\"subtitle\":", p->subtitle);
   fputs(",\"sequences\":{", f);
   for (size_t i = 0; i < p->num_sequences; i++) {
     const tfm_page_sequence *s = &p->sequences[i];
