@@ -698,7 +698,13 @@ static int load(checkpoint *ck, attach_targets attach, void *context) {
   for (size_t i = 0; i < ck->count; i++) by_offset[i] = &ck->tensors[i];
   qsort(by_offset, ck->count, sizeof *by_offset, compare_by_offsets);
   int status = check_layout(ck, by_offset);
-  if (!status) status = attach(ck, context);
+  if (!status && (status = attach(ck, context)) && tfm_meta_get(&ck->meta, TFM_META_MODEL)) {
+    /* Tensors that do not match are most often another model's file. */
+    char why[1024];
+    snprintf(why, sizeof why, "%s", tfm_error());
+    tfm_fail("%s; the file is a checkpoint of model %s", why,
+             tfm_meta_get(&ck->meta, TFM_META_MODEL));
+  }
   if (!status) status = read_tensors(ck, by_offset);
   free(by_offset);
   return status;

@@ -10,12 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
+
 #include "beam.h"
 #include "bleu.h"
 #include "profile.h"
-#include "train.h"
-
-extern const tfm_model_info tfm_model;
 
 /* Character models train on the head of the text and evaluate on its tail. */
 static const double HELD_OUT = 0.1;
@@ -24,19 +23,6 @@ static const double HELD_OUT = 0.1;
  * included), and never longer than the model's tgt_len. */
 enum { MAX_EXTRA_TOKENS = 50 };
 
-enum { MAX_CHECKPOINTS = 256 };
-
-typedef struct Cli {
-  const char *command, *data, *test, *save, *load, *vocab_path, *prompt;
-  const char *alpha_text, *dump, *dump_file, *out;
-  const char *metrics;      /* train --metrics FILE */
-  uint64_t steps, every, keep, seed, log_every, threads, length, show;
-  uint64_t beam;            /* 0: greedy decoding (no --beam) */
-  double alpha;
-  int resume, scores, profile;
-  size_t num_paths;         /* average: the checkpoints */
-  const char *paths[MAX_CHECKPOINTS];
-} Cli;
 
 static const char usage[] =
     "usage: %s COMMAND [options]\n"
@@ -50,6 +36,9 @@ static const char usage[] =
     "  average   --out FILE CKPT...: the element-wise mean of the parameters of the\n"
     "            checkpoints (same model), written as a checkpoint (state, metadata and\n"
     "            vocabulary of the last one, or the vocabulary of --vocab)\n"
+    "  attention --load CKPT --text T --html FILE: the attention maps of every layer\n"
+    "            and head for one text (a translation model: a source, translated\n"
+    "            greedily, or 'source<TAB>target') as a self-contained HTML page\n"
     "  info      the model's config and buffers\n"
     "\n"
     "options:\n"
@@ -86,18 +75,27 @@ static const char usage[] =
     "  --dump-file FILE   where --dump writes: safetensors, tensor NAME.I per pair I\n"
     "                     (output shape less the batch axis), metadata src.I/tgt.I\n"
     "  --out FILE         average: the checkpoint to write\n"
+    "  --text T           attention: the text (character models: at most the model's\n"
+    "                     window; translation: a source, or 'source<TAB>target')\n"
+    "  --html FILE        attention: the page to write\n"
+    "  --output A,B       attention: the outputs to show (model outputs or probes, as\n"
+    "                     'info' lists them; default: every one shaped like attention\n"
+    "                     weights, [batch, (heads,) queries, keys] with rows summing to 1)\n"
+    "  --layer L          attention: the map the page opens on: its name, or a number L\n"
+    "                     for the first map with '.L.' in its name (default: the first)\n"
+    "  --head H           attention: the head it opens on, from 0, or 'mean' (default)\n"
     "  --prompt TEXT      generate: the text to continue\n"
     "  --length N         generate: characters to add (default 200)\n"
     "  -h, --help         this help\n";
 
-static int usage_error(const char *prog, const char *fmt, const char *arg) {
+int cli_usage_error(const char *prog, const char *fmt, const char *arg) {
   fprintf(stderr, "%s: ", prog);
   fprintf(stderr, fmt, arg);
   fprintf(stderr, "\nrun '%s --help' for usage\n", prog);
   return 2;
 }
 
-static int fail(const char *prog) {
+int cli_fail(const char *prog) {
   fprintf(stderr, "%s: error: %s\n", prog, tfm_error());
   return 1;
 }
@@ -113,19 +111,6 @@ static int parse_u64(const char *s, uint64_t *out) {
 
 /* --- the task ----------------------------------------------------------------- */
 
-typedef struct Task {
-  int translation;          /* else characters */
-  tfm_vocab vocab;
-  tfm_pairs train_pairs, test_pairs;
-  tfm_chars chars;
-  size_t rows, src_len, tgt_len, window;
-  int64_t model_vocab;      /* classes of the logits */
-  uint64_t seed;
-  const Cli *cli;
-  tfm_pool *pool;
-  tfm_graph held_out;       /* train --metrics: the forward graph for test_loss */
-  int held_out_open;
-} Task;
 
 static const tfm_buffer_desc *find_desc(const tfm_graph_desc *g, const char *name, tfm_role role) {
   for (int32_t i = 0; g && i < g->num_buffers; i++)
@@ -232,11 +217,10 @@ static size_t max_output_length(const Task *t, const int32_t *src_row) {
   return n + MAX_EXTRA_TOKENS < t->tgt_len ? n + MAX_EXTRA_TOKENS : t->tgt_len;
 }
 
-/* Greedy decoding of one batch: tgt_in starts as <bos>, and each run of the
- * forward graph fixes one more position. out [rows, T] receives the ids and
- * logprob[r] the sum of their log-probabilities. */
-static void greedy_translate(Task *t, tfm_graph *fwd, tfm_pool *pool, int32_t *out,
-                             double *logprob, size_t *length, double *row_lp) {
+/* Greedy decoding of one batch (cli.h): tgt_in starts as <bos>, and each run
+ * of the graph fixes one more position. */
+void cli_greedy_translate(Task *t, tfm_graph *fwd, tfm_pool *pool, int32_t *out,
+                          double *logprob, size_t *length, double *row_lp) {
   int32_t *src = tfm_graph_buffer(fwd, "src", TFM_ROLE_INPUT, NULL);
   int32_t *tgt_in = tfm_graph_buffer(fwd, "tgt_in", TFM_ROLE_INPUT, NULL);
   int32_t *tgt_out = tfm_graph_buffer(fwd, "tgt_out", TFM_ROLE_INPUT, NULL);
@@ -462,7 +446,7 @@ static int evaluate_translation(Task *t, tfm_graph *fwd, tfm_pool *pool, size_t 
     if (c->beam) {
       status = beam_translate(t, fwd, pool, filled, hyp, logprob, score, length);
     } else {
-      greedy_translate(t, fwd, pool, hyp, logprob, length, row_lp);
+      cli_greedy_translate(t, fwd, pool, hyp, logprob, length, row_lp);
       for (size_t r = 0; r < filled; r++) score[r] = logprob[r] / tfm_length_penalty(length[r], c->alpha);
     }
     for (size_t r = 0; !status && r < filled; r++) {
@@ -569,11 +553,11 @@ static int evaluate_after_training(void *ctx, tfm_graph *trained) {
 }
 
 static int cmd_train(const char *prog, const Cli *c, tfm_pool *pool) {
-  if (!c->data) return usage_error(prog, "%s", "train needs --data FILE");
+  if (!c->data) return cli_usage_error(prog, "%s", "train needs --data FILE");
   if (!tfm_model.train)
-    return tfm_fail("model %s has no train block; it cannot be trained", tfm_model.name), fail(prog);
+    return tfm_fail("model %s has no train block; it cannot be trained", tfm_model.name), cli_fail(prog);
   Task t = {.seed = c->seed, .cli = c, .pool = pool};
-  if (task_shapes(&t) || task_open_train(&t, c)) return fail(prog);
+  if (task_shapes(&t) || task_open_train(&t, c)) return cli_fail(prog);
   tfm_train_options o = {.model = &tfm_model, .steps = c->steps, .seed = c->seed,
                          .save_path = c->save, .save_every = c->every, .keep = c->keep,
                          .resume = c->resume,
@@ -588,24 +572,29 @@ static int cmd_train(const char *prog, const Cli *c, tfm_pool *pool) {
   tfm_pairs_free(&t.test_pairs);
   tfm_chars_free(&t.chars);
   tfm_vocab_free(&t.vocab);
-  return status ? fail(prog) : 0;
+  return status ? cli_fail(prog) : 0;
 }
 
-/* eval / translate / generate: the forward graph with a checkpoint's params. */
-static int open_trained(const char *prog, const Cli *c, Task *t, tfm_graph *fwd) {
+/* eval / translate / generate / attention: graph `desc` (forward or inspect)
+ * with a checkpoint's params. */
+int cli_open_trained(const char *prog, const Cli *c, Task *t, const tfm_graph_desc *desc,
+                     tfm_graph *g) {
   char buf[4096];
-  if (!c->load) return usage_error(prog, "%s", "this command needs --load CHECKPOINT");
-  if (!tfm_model.forward) return tfm_fail("model %s has no forward graph", tfm_model.name), fail(prog);
+  if (!c->load) return cli_usage_error(prog, "%s", "this command needs --load CHECKPOINT");
+  if (!desc) return tfm_fail("model %s has no forward graph", tfm_model.name), cli_fail(prog);
   if (task_shapes(t) || tfm_vocab_read(&t->vocab, vocab_file(c, c->load, buf, sizeof buf)) ||
-      check_vocab_fits(t) || tfm_graph_open(fwd, tfm_model.forward))
-    return fail(prog);
+      check_vocab_fits(t) || tfm_graph_open(g, desc))
+    return cli_fail(prog);
   /* The checkpoint holds the train graph's params and optimizer state. */
   tfm_graph train;
-  if (!tfm_model.train) return tfm_fail("model %s has no train graph", tfm_model.name), fail(prog);
-  if (tfm_graph_open(&train, tfm_model.train)) return fail(prog);
-  int status = tfm_graph_load(&train, c->load, NULL) || tfm_graph_copy_params(fwd, &train);
-  tfm_graph_close(&train);
-  return status ? fail(prog) : 0;
+  int status = !tfm_model.train ? tfm_fail("model %s has no train graph", tfm_model.name)
+                                : tfm_graph_open(&train, tfm_model.train);
+  if (!status) {
+    status = tfm_graph_load(&train, c->load, NULL) || tfm_graph_copy_params(g, &train);
+    tfm_graph_close(&train);
+  }
+  if (status) tfm_graph_close(g);
+  return status ? cli_fail(prog) : 0;
 }
 
 /* eval: held-out loss, and for translation exact match (showing --show
@@ -613,15 +602,15 @@ static int open_trained(const char *prog, const Cli *c, Task *t, tfm_graph *fwd)
 static int cmd_eval_or_translate(const char *prog, const Cli *c, tfm_pool *pool) {
   Task t = {.cli = c};
   tfm_graph fwd;
-  int status = open_trained(prog, c, &t, &fwd);
+  int status = cli_open_trained(prog, c, &t, tfm_model.forward, &fwd);
   if (status) return status;
   int translate = !strcmp(c->command, "translate");
   const char *file = c->test ? c->test : c->data;
-  if (!file) return usage_error(prog, "%s", "give the held-out data with --test FILE");
+  if (!file) return cli_usage_error(prog, "%s", "give the held-out data with --test FILE");
   if (translate && !t.translation)
-    return tfm_fail("translate is for translation models; use generate"), fail(prog);
+    return tfm_fail("translate is for translation models; use generate"), cli_fail(prog);
   if (!t.translation && (c->beam || c->scores || c->dump))
-    return tfm_fail("--beam, --scores and --dump are for translation models"), fail(prog);
+    return tfm_fail("--beam, --scores and --dump are for translation models"), cli_fail(prog);
   status = t.translation ? tfm_pairs_load(&t.test_pairs, file, &t.vocab, t.src_len, t.tgt_len)
                          : tfm_chars_load(&t.chars, file, &t.vocab, t.window, HELD_OUT);
   double loss = 0;
@@ -633,19 +622,19 @@ static int cmd_eval_or_translate(const char *prog, const Cli *c, tfm_pool *pool)
   tfm_chars_free(&t.chars);
   tfm_vocab_free(&t.vocab);
   tfm_graph_close(&fwd);
-  return status ? fail(prog) : 0;
+  return status ? cli_fail(prog) : 0;
 }
 
 static int cmd_generate(const char *prog, const Cli *c, tfm_pool *pool) {
   Task t = {.cli = c};
   tfm_graph fwd;
-  int status = open_trained(prog, c, &t, &fwd);
+  int status = cli_open_trained(prog, c, &t, tfm_model.forward, &fwd);
   if (status) return status;
-  if (t.translation) return tfm_fail("generate is for character models; use translate"), fail(prog);
+  if (t.translation) return tfm_fail("generate is for character models; use translate"), cli_fail(prog);
   /* A fixed number of characters and no <eos>: generation stays greedy. */
   if (c->beam || c->dump)
     return tfm_fail("generate decodes greedily; --beam and --dump are for translate and eval"),
-           fail(prog);
+           cli_fail(prog);
   int32_t *tokens = tfm_graph_buffer(&fwd, "tokens", TFM_ROLE_INPUT, NULL);
   const float *logits = tfm_graph_buffer(&fwd, "logits", TFM_ROLE_OUTPUT, NULL);
   const char *prompt = c->prompt ? c->prompt : "";
@@ -677,11 +666,11 @@ static int cmd_generate(const char *prog, const Cli *c, tfm_pool *pool) {
 
 /* average: the mean of the checkpoints' parameters as a new checkpoint. */
 static int cmd_average(const char *prog, const Cli *c) {
-  if (!c->out) return usage_error(prog, "%s", "average needs --out FILE");
-  if (!c->num_paths) return usage_error(prog, "%s", "average needs the checkpoints to average");
-  if (!tfm_model.train) return tfm_fail("model %s has no train graph", tfm_model.name), fail(prog);
+  if (!c->out) return cli_usage_error(prog, "%s", "average needs --out FILE");
+  if (!c->num_paths) return cli_usage_error(prog, "%s", "average needs the checkpoints to average");
+  if (!tfm_model.train) return tfm_fail("model %s has no train graph", tfm_model.name), cli_fail(prog);
   tfm_graph g;
-  if (tfm_graph_open(&g, tfm_model.train)) return fail(prog);
+  if (tfm_graph_open(&g, tfm_model.train)) return cli_fail(prog);
   tfm_meta meta = {0};
   char count[32], vocab_in[4096], vocab_out[4096];
   snprintf(count, sizeof count, "%zu", c->num_paths);
@@ -702,7 +691,7 @@ static int cmd_average(const char *prog, const Cli *c) {
   if (!status) printf("averaged %zu checkpoints into %s\n", c->num_paths, c->out);
   tfm_meta_clear(&meta);
   tfm_graph_close(&g);
-  return status ? fail(prog) : 0;
+  return status ? cli_fail(prog) : 0;
 }
 
 static void print_graph(const tfm_graph_desc *g) {
@@ -740,7 +729,10 @@ int main(int argc, char **argv) {
                       : !strcmp(a, "--vocab") ? &c.vocab_path : !strcmp(a, "--prompt") ? &c.prompt
                       : !strcmp(a, "--alpha") ? &c.alpha_text : !strcmp(a, "--dump") ? &c.dump
                       : !strcmp(a, "--dump-file") ? &c.dump_file : !strcmp(a, "--out") ? &c.out
-                      : !strcmp(a, "--metrics") ? &c.metrics : NULL;
+                      : !strcmp(a, "--metrics") ? &c.metrics : !strcmp(a, "--text") ? &c.text
+                      : !strcmp(a, "--html") ? &c.html : !strcmp(a, "--layer") ? &c.layer
+                      : !strcmp(a, "--head") ? &c.head : !strcmp(a, "--output") ? &c.outputs
+                      : NULL;
     uint64_t *num = !strcmp(a, "--steps") ? &c.steps : !strcmp(a, "--every") ? &c.every
                   : !strcmp(a, "--seed") ? &c.seed : !strcmp(a, "--log-every") ? &c.log_every
                   : !strcmp(a, "--threads") ? &c.threads : !strcmp(a, "--length") ? &c.length
@@ -756,47 +748,49 @@ int main(int argc, char **argv) {
     } else if (!strcmp(a, "--scores")) {
       c.scores = 1;
     } else if (text || num) {
-      if (!next) return usage_error(prog, "%s needs a value", a);
+      if (!next) return cli_usage_error(prog, "%s needs a value", a);
       if (text) *text = next;
-      else if (!parse_u64(next, num)) return usage_error(prog, "%s needs a non-negative integer", a);
+      else if (!parse_u64(next, num)) return cli_usage_error(prog, "%s needs a non-negative integer", a);
       i++;
     } else if (a[0] == '-') {
-      return usage_error(prog, "unknown option '%s'", a);
+      return cli_usage_error(prog, "unknown option '%s'", a);
     } else if (!c.command) {
       c.command = a;
     } else if (!strcmp(c.command, "average") && c.num_paths < MAX_CHECKPOINTS) {
       c.paths[c.num_paths++] = a;
     } else {
-      return usage_error(prog, "unexpected argument '%s'", a);
+      return cli_usage_error(prog, "unexpected argument '%s'", a);
     }
   }
-  if (!c.command) return usage_error(prog, "%s", "no command given");
+  if (!c.command) return cli_usage_error(prog, "%s", "no command given");
   if (c.log_every == 0) c.log_every = 1;
   if (c.alpha_text) {
     char *end;
     errno = 0;
     c.alpha = strtod(c.alpha_text, &end);
     if (errno || *end || !*c.alpha_text || !(c.alpha >= 0) || c.alpha > 1e6)
-      return usage_error(prog, "--alpha needs a number >= 0, not '%s'", c.alpha_text);
+      return cli_usage_error(prog, "--alpha needs a number >= 0, not '%s'", c.alpha_text);
   }
-  if (c.beam > 1000) return usage_error(prog, "%s", "--beam is at most 1000");
-  if (c.keep && !c.every) return usage_error(prog, "%s", "--keep needs --every N");
+  if (c.beam > 1000) return cli_usage_error(prog, "%s", "--beam is at most 1000");
+  if (c.keep && !c.every) return cli_usage_error(prog, "%s", "--keep needs --every N");
   /* train starts from its own --save with --resume; a --load it ignored
    * would train from scratch without a word. */
   if (!strcmp(c.command, "train") && c.load)
-    return usage_error(prog, "%s", "train does not read --load: to continue a run, give its "
+    return cli_usage_error(prog, "%s", "train does not read --load: to continue a run, give its "
                                    "checkpoint as --save and add --resume");
   if (!strcmp(c.command, "average")) return cmd_average(prog, &c);
   if (!strcmp(c.command, "info")) return cmd_info();
   tfm_pool *pool = NULL;
-  if (tfm_pool_create(&pool, (size_t)c.threads)) return fail(prog);
+  if (tfm_pool_create(&pool, (size_t)c.threads)) return cli_fail(prog);
   if (c.profile) tfm_profile_start();
   int status;
   if (!strcmp(c.command, "train")) status = cmd_train(prog, &c, pool);
   else if (!strcmp(c.command, "eval") || !strcmp(c.command, "translate"))
     status = cmd_eval_or_translate(prog, &c, pool);
   else if (!strcmp(c.command, "generate")) status = cmd_generate(prog, &c, pool);
-  else status = usage_error(prog, "unknown command '%s' (train, eval, translate, generate, average, info)", c.command);
+  else if (!strcmp(c.command, "attention")) status = cli_attention(prog, &c, pool);
+  else status = cli_usage_error(prog, "unknown command '%s' (train, eval, translate, generate, "
+                                      "attention, average, info)", c.command);
   /* Also after a failure: the steps that ran are still worth seeing. */
   if (c.profile) tfm_profile_report(stderr);
   tfm_pool_destroy(pool);

@@ -58,6 +58,7 @@ typedef struct {
 /* Keys the training loop stores its state under. */
 #define TFM_META_STEP "tfm.step"
 #define TFM_META_SEED "tfm.seed"
+#define TFM_META_MODEL "tfm.model" /* the name of the model that wrote it */
 
 int tfm_meta_set(tfm_meta *meta, const char *key, const char *value); /* replaces */
 const char *tfm_meta_get(const tfm_meta *meta, const char *key);     /* NULL: absent */

@@ -49,7 +49,7 @@ static int save(const tfm_graph *g, const tfm_train_options *o, uint64_t step) {
   tfm_meta meta = {0};
   int status = tfm_meta_set_u64(&meta, TFM_META_STEP, step) ||
                tfm_meta_set_u64(&meta, TFM_META_SEED, o->seed) ||
-               tfm_meta_set(&meta, "tfm.model", o->model->name) ||
+               tfm_meta_set(&meta, TFM_META_MODEL, o->model->name) ||
                tfm_graph_save(g, o->save_path, &meta);
   tfm_meta_clear(&meta);
   return status;

@@ -1,0 +1,61 @@
+/* The command line of a compiled model (cli.c), shared with the commands
+ * that live in files of their own (attention_cmd.c). */
+#ifndef TFMRT_CLI_H
+#define TFMRT_CLI_H
+#include <stdint.h>
+
+#include "train.h"
+
+extern const tfm_model_info tfm_model;
+
+enum { MAX_CHECKPOINTS = 256 };
+
+typedef struct Cli {
+  const char *command, *data, *test, *save, *load, *vocab_path, *prompt;
+  const char *alpha_text, *dump, *dump_file, *out;
+  const char *metrics;      /* train --metrics FILE */
+  const char *text, *html;  /* attention --text T --html FILE */
+  const char *layer, *head, *outputs; /* attention --layer L --head H --output A,B */
+  uint64_t steps, every, keep, seed, log_every, threads, length, show;
+  uint64_t beam;            /* 0: greedy decoding (no --beam) */
+  double alpha;
+  int resume, scores, profile;
+  size_t num_paths;         /* average: the checkpoints */
+  const char *paths[MAX_CHECKPOINTS];
+} Cli;
+
+typedef struct Task {
+  int translation;          /* else characters */
+  tfm_vocab vocab;
+  tfm_pairs train_pairs, test_pairs;
+  tfm_chars chars;
+  size_t rows, src_len, tgt_len, window;
+  int64_t model_vocab;      /* classes of the logits */
+  uint64_t seed;
+  const Cli *cli;
+  tfm_pool *pool;
+  tfm_graph held_out;       /* train --metrics: the forward graph for test_loss */
+  int held_out_open;
+} Task;
+
+/* "PROG: MESSAGE" (fmt with one %s) and the hint to run --help; returns 2. */
+int cli_usage_error(const char *prog, const char *fmt, const char *arg);
+/* "PROG: error: " and tfm_error(); returns 1. */
+int cli_fail(const char *prog);
+
+/* Opens graph desc (the forward or the inspect graph) with the params of
+ * --load and reads its vocabulary into t; on failure reports it (returning
+ * cli_fail's or cli_usage_error's code) and leaves nothing open. */
+int cli_open_trained(const char *prog, const Cli *c, Task *t, const tfm_graph_desc *desc,
+                     tfm_graph *g);
+
+/* Greedy decoding of the sources in g's src: out [rows, tgt_len] receives
+ * the ids (up to <eos>), logprob[r] and length[r] their log-probability and
+ * count; row_lp is scratch of model_vocab doubles. */
+void cli_greedy_translate(Task *t, tfm_graph *g, tfm_pool *pool, int32_t *out, double *logprob,
+                          size_t *length, double *row_lp);
+
+/* attention: the page of the model's attention maps for one text. */
+int cli_attention(const char *prog, const Cli *c, tfm_pool *pool);
+
+#endif
