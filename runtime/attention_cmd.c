@@ -164,12 +164,13 @@ static int fill_pair(Attention *a, tfm_pool *pool) {
 /* The page's name for axis `dim` of map `name` (a query axis when `query`).
  * When the source and target lengths are equal, the shape cannot tell them
  * apart and the name decides: an encoder's maps are source on both axes, a
- * cross-attention's target on source, others the decoder's. */
+ * decoder's self-attention target on decoder input, and others (cross- or
+ * RNN attention) target on source. */
 static const char *axis_name(const Task *t, const char *name, int64_t dim, int query) {
   if (!t->translation) return "text";
   int source = t->src_len != t->tgt_len ? (size_t)dim == t->src_len
                : strstr(name, "encoder") ? 1
-               : strstr(name, "cross") ? !query : 0;
+               : strstr(name, "self") ? 0 : !query;
   return source ? "source" : query ? "target" : "decoder input";
 }
 

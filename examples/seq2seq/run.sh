@@ -2,7 +2,10 @@
 # The seq2seq experiment (README.md): builds the four models with tfmc,
 # trains each for 3 seeds on the bundled synthetic task, scores greedy
 # translations of the test set (BLEU and exact match) and prints the table;
-# saves the cross-attention weights of model (a) for a few test pairs.
+# writes the training curves of every run (curves.html, tools/report.py) and
+# the attention maps of models (a) and (d) for a test pair as pages
+# (attention_a.html, attention_d.html; docs/pictures.md), and saves the
+# cross-attention weights of model (a) for a few test pairs.
 #   usage: examples/seq2seq/run.sh [BUILD_DIR]   (default: build)
 # Environment: STEPS_A, STEPS_B, STEPS_C, STEPS_D (training steps per model),
 # SEEDS (default "1 2 3"), THREADS (default 2), OUT (default BUILD_DIR/seq2seq_run).
@@ -45,8 +48,10 @@ for m in "${models[@]}"; do
   for s in $seeds; do
     ckpt=$out/$m.seed$s.ckpt
     t0=$(date +%s)
-    "$out/model_$m" train --data "$out/train.tsv" --steps "${steps[$m]}" --seed "$s" \
-      --save "$ckpt" --threads "$threads" --log-every 100 > "$out/$m.seed$s.train.log"
+    rm -f "$out/$m.seed$s.metrics.jsonl"
+    "$out/model_$m" train --data "$out/train.tsv" --test "$out/test.tsv" --steps "${steps[$m]}" \
+      --seed "$s" --save "$ckpt" --threads "$threads" --log-every 50 \
+      --metrics "$out/$m.seed$s.metrics.jsonl" > "$out/$m.seed$s.train.log"
     t1=$(date +%s)
     # eval prints "exact match: N / M = P%" and "bleu B (...)" (greedy translations).
     "$out/model_$m" eval --load "$ckpt" --test "$out/test.tsv" --threads "$threads" \
@@ -68,6 +73,21 @@ head -4 "$out/test.tsv" > "$out/attention_pairs.tsv"
 "$attention" "$out/cross_attention_a.safetensors" > "$out/cross_attention_a.txt"
 echo "cross-attention weights of (a) for 4 test pairs: $out/cross_attention_a.safetensors"
 echo "  (shown as text in $out/cross_attention_a.txt)"
+
+# Pictures: the attention of (a) and (d) for the first test pair, and every
+# run's loss and held-out loss against steps and wall time.
+pair=$(head -1 "$out/test.tsv")
+"$out/model_a" attention --load "$out/a.seed1.ckpt" --text "$pair" --html "$out/attention_a.html" \
+  --layer decoder.cross_attn.weights --threads "$threads" > /dev/null
+"$out/model_d" attention --load "$out/d.seed1.ckpt" --text "$pair" --html "$out/attention_d.html" \
+  --threads "$threads" > /dev/null
+runs=()
+for m in "${models[@]}"; do
+  for s in $seeds; do runs+=("$m.seed$s=$out/$m.seed$s.metrics.jsonl"); done
+done
+python3 "$root/tools/report.py" "${runs[@]}" -o "$out/curves.html" \
+  --title "seq2seq experiment: models (a)-(d), seeds $seeds" > /dev/null
+echo "pages: $out/attention_a.html, $out/attention_d.html (attention), $out/curves.html (curves)"
 
 echo
 echo "| model | steps | test BLEU (mean) | exact match (mean) | BLEU per seed | exact match per seed |"
