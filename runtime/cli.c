@@ -23,7 +23,6 @@ static const double HELD_OUT = 0.1;
  * included), and never longer than the model's tgt_len. */
 enum { MAX_EXTRA_TOKENS = 50 };
 
-
 static const char usage[] =
     "usage: %s COMMAND [options]\n"
     "\n"
@@ -110,7 +109,6 @@ static int parse_u64(const char *s, uint64_t *out) {
 }
 
 /* --- the task ----------------------------------------------------------------- */
-
 
 static const tfm_buffer_desc *find_desc(const tfm_graph_desc *g, const char *name, tfm_role role) {
   for (int32_t i = 0; g && i < g->num_buffers; i++)
