@@ -13,7 +13,19 @@ Graph *lower_graph;
  * random nodes (their stream), and the step varies the draw per update. */
 static const uint64_t RANDOM_SEED = 0x74666d00u;
 
-void lower_begin(Graph *g) { lower_graph = g; }
+static const char *scope_path = "";
+
+void lower_begin(Graph *g) {
+  lower_graph = g;
+  scope_path = "";
+}
+
+const char *lower_enter_scope(const char *path) {
+  const char *before = scope_path;
+  scope_path = path;
+  if (lower_graph) graph_set_scope(lower_graph, path[0] ? path : NULL);
+  return before;
+}
 
 GraphDtype lower_dtype(DType dt) { return (GraphDtype)dt; }
 

@@ -17,6 +17,11 @@ extern Graph *lower_graph;
 /* Attaches `g` for the next sema_check (NULL: check only). */
 void lower_begin(Graph *g);
 
+/* The nodes made from here on come from the layer instance at `path`
+ * ("encoder.3.attn"; "" for the model's own code), for pictures (see
+ * graph_set_scope). Returns the path before, to restore on leaving. */
+const char *lower_enter_scope(const char *path);
+
 /* v (a tensor or a number) as a node of type `to`: numbers become
  * constants of to's dtype, tensors are broadcast to to's shape. */
 GraphId lower_as(const Value *v, const TensorType *to);

@@ -659,8 +659,10 @@ static Value *call_instance(Instance *inst, Arg *args, int nargs, const Node *ca
   Ctx c = {.scope = sema_scope_new(inst->scope), .body_of = inst, .where = callee};
   inst->calls++;
   Value *r = value_error();
+  const char *outer = lower_enter_scope(inst->path);
   if (bind_args(&c, &inst->forward->params, args, nargs, call, callee))
     r = run_body(&c, inst->forward->c, inst->forward->t, call, callee);
+  lower_enter_scope(outer);
   leave_call();
   return r;
 }
@@ -680,7 +682,9 @@ Value *sema_instantiate(Ctx *ctx, const Node *def, Arg *args, int nargs, const N
     leave_call();
     return value_error(); /* its uses stay silent */
   }
+  const char *outer = lower_enter_scope(path); /* its params and what makes them */
   sema_exec_block(&c, def->c);
+  lower_enter_scope(outer);
   leave_call();
   if (c.returned) diag_error(call->span, "%s: 'return' belongs in its fn (...) body", callee);
   vec_push(&ctx->inst->children, inst);

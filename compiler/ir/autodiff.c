@@ -123,12 +123,14 @@ bool autodiff_gradients(Graph *g, GraphId loss, const GraphId *wrt, int count, G
       }
     }
     for (int i = 0; i < node.num_inputs; i++) input_grads[i] = GRAPH_NONE;
+    graph_set_scope_from(g, g, id); /* its gradient's nodes belong to its layer */
     vjps[node.op](&ctx, &node, id, grad[id], input_grads);
     for (int i = 0; i < node.num_inputs; i++)
       if (input_grads[i] != GRAPH_NONE && ctx.needs_grad[node.inputs[i]])
         accumulate(g, &grad[node.inputs[i]], input_grads[i]);
     ok = graph_error(g) == NULL;
   }
+  graph_set_scope(g, NULL);
   for (int i = 0; ok && i < count; i++) {
     const GraphNode *w = graph_node(g, wrt[i]);
     grads[i] = grad[wrt[i]] != GRAPH_NONE ? grad[wrt[i]] : graph_splat(g, w->dtype, w->shape, 0.0);

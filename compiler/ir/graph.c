@@ -31,6 +31,7 @@ struct Graph {
   GraphUpdate *updates;
   int num_updates, updates_capacity;
   uint32_t next_stream;
+  const char *scope, *last_scope; /* current; the one before (both arena copies) */
   bool failed;
   char error[GRAPH_ERROR_SIZE];
 };
@@ -299,7 +300,7 @@ GraphId graph_add_node(Graph *g, GraphOp op, const GraphId *inputs, int num_inpu
   }
   /* attrs and inputs may point into this graph's node array: read them
    * before the array can move. */
-  GraphNode node = {.op = op, .num_inputs = num_inputs};
+  GraphNode node = {.op = op, .num_inputs = num_inputs, .scope = g->scope};
   node.attrs = normalized_attrs(op, attrs, num_inputs ? g->nodes[inputs[0]].shape.rank : 0);
   if (!own_attrs(g, op, &node.attrs)) return GRAPH_NONE;
   if (num_inputs > 0) {
@@ -549,9 +550,35 @@ bool graph_update(Graph *g, GraphId target, GraphId value) {
   return true;
 }
 
+/* Scopes come in runs (a layer's nodes are made together), so comparing
+ * with the current and the previous one keeps a copy per run, not per node. */
+static const char *own_scope(Graph *g, const char *scope) {
+  if (!scope) return NULL;
+  if (g->scope && strcmp(g->scope, scope) == 0) return g->scope;
+  if (g->last_scope && strcmp(g->last_scope, scope) == 0) return g->last_scope;
+  return arena_strdup(g, scope);
+}
+
+void graph_set_scope(Graph *g, const char *scope) {
+  const char *owned = own_scope(g, scope);
+  if (owned == g->scope) return;
+  if (g->scope) g->last_scope = g->scope;
+  g->scope = owned;
+}
+
+void graph_set_scope_from(Graph *dst, const Graph *src, GraphId id) {
+  graph_set_scope(dst, id >= 0 && id < src->count ? src->nodes[id].scope : NULL);
+}
+
+const char *graph_current_scope(const Graph *g) { return g->scope; }
+
 GraphId graph_copy_node(Graph *dst, const Graph *src, GraphId id, const GraphId *inputs) {
   GraphNode n = src->nodes[id]; /* dst may be src, whose array can move */
-  return graph_add_node(dst, n.op, inputs, n.num_inputs, &n.attrs);
+  const char *current = dst->scope;
+  graph_set_scope(dst, n.scope);
+  GraphId copy = graph_add_node(dst, n.op, inputs, n.num_inputs, &n.attrs);
+  graph_set_scope(dst, current);
+  return copy;
 }
 
 bool graph_copy_interface(Graph *dst, const Graph *src, const GraphId *map) {

@@ -68,6 +68,7 @@ typedef struct GraphNode {
   int num_inputs;
   const GraphId *inputs;
   GraphAttrs attrs;
+  const char *scope; /* the layer instance that made it (graph_set_scope), or NULL */
 } GraphNode;
 
 typedef struct GraphOutput {
@@ -180,7 +181,18 @@ bool graph_output(Graph *g, const char *name, GraphId node);
 void graph_remove_output(Graph *g, const char *name);
 bool graph_update(Graph *g, GraphId target, GraphId value);
 
-/* Copies node `id` of `src` into `dst` with new inputs (same op, attrs). */
+/* Where nodes come from, for pictures (tfmc emit dot --layers): the dotted
+ * path of the layer instance whose code made them ("encoder.3.attn"), or
+ * NULL for the model's own code and the optimizer's shared steps. A new node
+ * takes the graph's current scope; a copied node keeps its source's. A pass
+ * that rewrites node `id` makes id's scope current first (set_scope_from),
+ * so what replaces a node stays in its layer. Nothing else reads it: CSE,
+ * kernels and code generation ignore it. */
+void graph_set_scope(Graph *g, const char *scope);
+void graph_set_scope_from(Graph *dst, const Graph *src, GraphId id);
+const char *graph_current_scope(const Graph *g);
+
+/* Copies node `id` of `src` into `dst` with new inputs (same op, attrs, scope). */
 GraphId graph_copy_node(Graph *dst, const Graph *src, GraphId id, const GraphId *inputs);
 /* Copies outputs and updates of `src` into `dst` through `map` (src id -> dst id). */
 bool graph_copy_interface(Graph *dst, const Graph *src, const GraphId *map);

@@ -163,11 +163,13 @@ bool train_build(Graph *g, GraphId loss, const TrainConfig *config) {
       bias2 = bias_correction(g, config->beta2, t);
     }
     for (int i = 0; i < count; i++) {
+      graph_set_scope_from(g, g, params[i]); /* a parameter's update sits in its layer */
       if (config->optimizer == TRAIN_SGD)
         update_sgd(g, params[i], grads[i], config->lr, config);
       else
         update_adam(g, params[i], grads[i], config->lr, bias1, bias2, config);
     }
+    graph_set_scope(g, NULL);
   }
   free(params);
   free(grads);

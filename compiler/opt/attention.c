@@ -288,6 +288,7 @@ Graph *pass_attention(const Graph *in, GraphId *map, char *err, size_t err_size)
       r.map[id] = pass_rewrite_copy(&r, id);
       continue;
     }
+    graph_set_scope_from(r.out, in, id);
     GraphId k = r.map[a.k];
     if (a.k_transposed) {
       int perm[GRAPH_MAX_RANK], rank = graph_node(in, a.k)->shape.rank;

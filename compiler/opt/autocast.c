@@ -62,6 +62,7 @@ static bool has_f64(const Autocast *a, GraphId id) {
 
 static GraphId visit(Autocast *a, GraphId id, GraphId *inputs) {
   const GraphNode *n = graph_node(a->in, id);
+  graph_set_scope_from(a->out, a->in, id);
   for (int i = 0; i < n->num_inputs; i++) inputs[i] = a->map[n->inputs[i]];
   if (is_leaf(n->op) || n->op == GRAPH_OP_CONSTANT || n->op == GRAPH_OP_IOTA ||
       n->op == GRAPH_OP_RANDOM || has_f64(a, id)) {
@@ -204,6 +205,7 @@ Graph *pass_bf16_chains(const Graph *in, char *err, size_t err_size) {
   }
   for (GraphId id = 0; id < n && !graph_error(out); id++) {
     const GraphNode *node = graph_node(in, id);
+    graph_set_scope_from(out, in, id);
     bool fed = false; /* an input is a link, now f32 */
     for (int i = 0; i < node->num_inputs; i++) {
       inputs[i] = map[node->inputs[i]];

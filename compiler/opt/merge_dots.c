@@ -155,6 +155,7 @@ Graph *pass_merge_dots(const Graph *in, GraphId *map, char *err, size_t err_size
   }
   for (GraphId id = 0; id < count && !graph_error(r.out); id++) {
     const GraphNode *node = graph_node(in, id);
+    graph_set_scope_from(r.out, in, id);
     GraphId first = node->op == GRAPH_OP_DOT ? leader[node->inputs[0]] : GRAPH_NONE;
     bool merged = first != GRAPH_NONE && next[first] != GRAPH_NONE;
     if (merged && first == id)

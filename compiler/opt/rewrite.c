@@ -24,6 +24,7 @@ bool pass_rewrite_begin(PassRewrite *r, const Graph *in, char *err, size_t err_s
 }
 
 const GraphId *pass_rewrite_inputs(PassRewrite *r, GraphId id) {
+  graph_set_scope_from(r->out, r->in, id);
   const GraphNode *n = graph_node(r->in, id);
   for (int i = 0; i < n->num_inputs; i++) r->inputs[i] = r->map[n->inputs[i]];
   return r->inputs;

@@ -13,7 +13,9 @@ typedef struct PassRewrite {
 } PassRewrite;
 
 bool pass_rewrite_begin(PassRewrite *r, const Graph *in, char *err, size_t err_size);
-/* Fills r->inputs with the mapped inputs of `id` and returns them. */
+/* Fills r->inputs with the mapped inputs of `id` and returns them; makes
+ * id's scope the current one of r->out, so that what the pass builds in
+ * its place stays in its layer (graph_set_scope). */
 const GraphId *pass_rewrite_inputs(PassRewrite *r, GraphId id);
 /* Copies node `id` with its mapped inputs. */
 GraphId pass_rewrite_copy(PassRewrite *r, GraphId id);
