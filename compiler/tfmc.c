@@ -7,6 +7,7 @@
 #include "build.h"
 #include "cpu.h"
 #include "diag.h"
+#include "emit_dot.h"
 #include "graph_text.h"
 #include "kernel.h"
 #include "lower.h"
@@ -30,7 +31,7 @@ static const char usage_text[] =
     "  emit ast FILE   print the checked syntax tree\n"
     "  emit graph FILE print the graph IR as text, one node per line (--train: the\n"
     "                  training graph: forward, backward and optimizer update)\n"
-    "  emit dot FILE   the same graph as Graphviz DOT\n"
+    "  emit dot FILE   the same graph as Graphviz DOT (--layers, --fused, --svg)\n"
     "  emit kernels FILE  the kernels of that graph: fused nodes, buffers, offsets\n"
     "  emit llvm FILE  the optimised LLVM IR of those kernels (--cpu as for build)\n"
     "  emit asm FILE   their assembly\n"
@@ -47,13 +48,24 @@ static const char usage_text[] =
     "                  of the forward one\n"
     "  --no-opt        emit graph|dot|kernels|llvm|asm|ptx: the graph as lowered, before\n"
     "                  folding, simplification, CSE and dead-code elimination\n"
+    "  --layers        emit dot: a box per layer instance (encoder.3.attn), nested\n"
+    "                  as the instances are; a layer's backward and update nodes\n"
+    "                  sit in its box, the model's own code and the optimizer's\n"
+    "                  shared steps outside\n"
+    "  --fused         emit dot: the graph as the kernels are formed from it (after\n"
+    "                  recomputation, so node numbers differ from emit graph's), each\n"
+    "                  fused kernel's nodes in one colour and labelled 'kernel N',\n"
+    "                  the nodes it stores with a thick border (--target cuda: the\n"
+    "                  GPU's kernels)\n"
+    "  --svg FILE      emit dot: render with Graphviz's dot into FILE (SVG) instead of\n"
+    "                  writing DOT to standard output\n"
     "  --no-fuse-attention  keep attention as primitives (no fused attention ops;\n"
     "                  training then stores the [.., T, S] probabilities)\n"
     "  -o FILE         build: the executable to write\n"
     "  --cpu CPU       build, emit llvm|asm: native (default: this machine's CPU) or\n"
     "                  an LLVM CPU name such as x86-64-v3 for a portable binary\n"
     "  -v              build: report the time taken\n"
-    "  --target T      build, emit kernels: cpu (default) or cuda (NVIDIA GPUs: PTX\n"
+    "  --target T      build, emit kernels|dot: cpu (default) or cuda (NVIDIA GPUs: PTX\n"
     "                  kernels launched through the CUDA driver, loaded at run time;\n"
     "                  emit kernels adds each kernel's registers and spills)\n"
     "  --gpu-arch A    build --target cuda, emit ptx|kernels: sm_80 (default) or sm_90\n"
@@ -250,6 +262,7 @@ int main(int argc, char **argv) {
   const char *command = NULL, *what = NULL;
   int train = 0, optimize = 1, dtype_given = 0;
   BuildOptions build = {.cpu = "native"};
+  EmitDotOptions dot = {0};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -264,6 +277,13 @@ int main(int argc, char **argv) {
       train = 1;
     } else if (!strcmp(a, "--no-opt")) {
       optimize = 0;
+    } else if (!strcmp(a, "--layers")) {
+      dot.layers = true;
+    } else if (!strcmp(a, "--fused")) {
+      dot.fused = true;
+    } else if (valued_option(a, "--svg", argc, argv, &i, &v)) {
+      if (!v || !*v) return usage_error("%s needs a file name", "--svg");
+      dot.svg = v;
     } else if (!strcmp(a, "--no-fuse-attention")) {
       opt.unfused_attention = 1;
     } else if (!strcmp(a, "-v")) {
@@ -344,6 +364,8 @@ int main(int argc, char **argv) {
   if (dtype_given && strcmp(command, "build") && strcmp(command, "stats") && !graph_form)
     return usage_error("%s", "--dtype goes with build, stats and emit graph, dot, kernels, llvm, "
                              "asm or ptx");
+  if ((dot.layers || dot.fused || dot.svg) && form != 2)
+    return usage_error("%s", "--layers, --fused and --svg go with emit dot");
   if (!known_cpu(build.cpu))
     return usage_error("--cpu: unknown CPU '%s' (native, x86-64, x86-64-v2, x86-64-v3, "
                        "x86-64-v4, haswell, skylake, skylake-avx512, icelake-server, "
@@ -391,7 +413,10 @@ int main(int argc, char **argv) {
     if (status) fprintf(stderr, "%d error%s\n", diag_error_count(), diag_error_count() == 1 ? "" : "s");
   } else if (g) {
     if (form == 1) graph_print(stdout, g);
-    else if (form == 2) graph_print_dot(stdout, g);
+    else if (form == 2) {
+      dot.cuda = build.cuda;
+      status = emit_dot(g, &dot);
+    }
     else status = emit_code(g, form, build.cpu, &build);
   } else {
     for (int i = 0; i < m->programs.len; i++) ast_print(m->programs.items[i], stdout);

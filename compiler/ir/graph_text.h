@@ -19,11 +19,26 @@
 
 #include "graph.h"
 
+/* How the DOT rendering groups nodes; all off draws the plain graph. */
+typedef struct GraphDotStyle {
+  /* A box per layer instance, named by its path and nested as the paths
+   * are ("encoder.3.attn" inside "encoder.3" inside "encoder"), holding
+   * the nodes of that scope (graph_set_scope). */
+  bool layers;
+  /* Per node: the group it is computed in (a fused kernel), or -1; the
+   * nodes of a group share a fill colour and the label names the group
+   * ("kernel 12"), the node it stores (group_root) drawn with a thick
+   * border. NULL: no groups. */
+  const int *group;
+  const bool *group_root;
+  const char *group_name; /* "kernel" */
+} GraphDotStyle;
+
 /* Returns a malloc'd string, or NULL when out of memory. */
 char *graph_to_text(const Graph *g);
-char *graph_to_dot(const Graph *g);
+char *graph_to_dot(const Graph *g, const GraphDotStyle *style); /* style may be NULL */
 bool graph_print(FILE *out, const Graph *g);
-bool graph_print_dot(FILE *out, const Graph *g);
+bool graph_print_dot(FILE *out, const Graph *g, const GraphDotStyle *style);
 
 /* Returns the graph, or NULL with "line N: message" in err. */
 Graph *graph_parse(const char *text, char *err, size_t err_size);

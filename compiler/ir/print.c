@@ -179,19 +179,144 @@ char *graph_to_text(const Graph *g) {
   return finish(&b);
 }
 
-char *graph_to_dot(const Graph *g) {
-  TextBuffer b = {0};
+/* The layer boxes: every dotted prefix of every node's scope, sorted, so
+ * that a box's parent (its path up to the last '.') is among them. */
+typedef struct Boxes {
+  int count;
+  char **path;
+  int *parent;  /* per box: the box around it, or -1 */
+  int *box_of;  /* per node: its box, or -1 */
+} Boxes;
+
+static int compare_paths(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int find_box(const Boxes *x, const char *path) {
+  char *const *hit = bsearch(&path, x->path, (size_t)x->count, sizeof *x->path, compare_paths);
+  return hit ? (int)(hit - x->path) : -1;
+}
+
+/* The first `length` bytes of s as a string of its own. */
+static char *copy_prefix(const char *s, size_t length) {
+  char *copy = malloc(length + 1);
+  if (copy) {
+    memcpy(copy, s, length);
+    copy[length] = 0;
+  }
+  return copy;
+}
+
+static void free_boxes(Boxes *x) {
+  for (int i = 0; i < x->count; i++) free(x->path[i]);
+  free(x->path);
+  free(x->parent);
+  free(x->box_of);
+}
+
+static bool make_boxes(const Graph *g, Boxes *x) {
+  int n = graph_count(g), capacity = 0;
+  *x = (Boxes){0};
+  x->box_of = malloc((n ? (size_t)n : 1) * sizeof(int));
+  if (!x->box_of) return false;
+  const char *seen = NULL;
+  for (GraphId id = 0; id < n; id++) {
+    const char *scope = graph_node(g, id)->scope;
+    if (!scope || (seen && !strcmp(scope, seen))) continue;
+    seen = scope;
+    for (const char *dot = scope;; dot++) {
+      if (*dot && *dot != '.') continue;
+      if (x->count == capacity) {
+        capacity = capacity ? 2 * capacity : 16;
+        char **grown = realloc(x->path, (size_t)capacity * sizeof *grown);
+        if (!grown) return false;
+        x->path = grown;
+      }
+      char *path = copy_prefix(scope, (size_t)(dot - scope));
+      if (!path) return false;
+      x->path[x->count++] = path;
+      if (!*dot) break;
+    }
+  }
+  if (x->count) qsort(x->path, (size_t)x->count, sizeof *x->path, compare_paths);
+  int unique = 0;
+  for (int i = 0; i < x->count; i++) {
+    if (unique && !strcmp(x->path[unique - 1], x->path[i])) free(x->path[i]);
+    else x->path[unique++] = x->path[i];
+  }
+  x->count = unique;
+  x->parent = malloc((unique ? (size_t)unique : 1) * sizeof(int));
+  if (!x->parent) return false;
+  for (int i = 0; i < unique; i++) {
+    const char *last = strrchr(x->path[i], '.');
+    x->parent[i] = -1;
+    if (!last) continue;
+    char *outer = copy_prefix(x->path[i], (size_t)(last - x->path[i]));
+    if (!outer) return false;
+    x->parent[i] = find_box(x, outer);
+    free(outer);
+  }
+  for (GraphId id = 0; id < n; id++) {
+    const char *scope = graph_node(g, id)->scope;
+    x->box_of[id] = scope ? find_box(x, scope) : -1;
+  }
+  return true;
+}
+
+/* Light fills that black text reads on, one per group in turn. */
+static const char *const group_colours[] = {
+    "#fde2a8", "#b9e3c6", "#c7d7f5", "#f6c3c0", "#e2cdf2", "#fff3a3",
+    "#c4ece9", "#f9d0e6", "#d9e8b0", "#f7d4b5", "#d0d5e0", "#e6f0c4"};
+
+static void append_dot_node(TextBuffer *b, const Graph *g, GraphId id, const GraphDotStyle *style,
+                            int indent) {
+  const GraphNode *n = graph_node(g, id);
   char type[160];
+  append(b, "%*sn%d [label=\"%%%d = ", indent, "", (int)id, (int)id);
+  append_body(b, g, n, true);
+  graph_format_type(type, sizeof type, n->dtype, &n->shape);
+  append(b, "\\n%s", type);
+  int group = style && style->group ? style->group[id] : -1;
+  if (group >= 0) append(b, "\\n%s %d", style->group_name ? style->group_name : "group", group);
+  append(b, "\"");
+  if (group >= 0) {
+    int colours = (int)(sizeof group_colours / sizeof group_colours[0]);
+    append(b, ", style=filled, fillcolor=\"%s\"", group_colours[group % colours]);
+    if (style->group_root && style->group_root[id]) append(b, ", penwidth=2.5");
+  } else if (graph_op_kind(n->op) == GRAPH_KIND_SOURCE && n->attrs.name) {
+    append(b, ", style=filled, fillcolor=%s", n->op == GRAPH_OP_PARAM ? "lightblue" : "gray90");
+  }
+  append(b, "];\n");
+}
+
+/* Box `box` with its nodes and the boxes inside it. */
+static void append_box(TextBuffer *b, const Graph *g, const Boxes *x, int box,
+                       const GraphDotStyle *style, int depth) {
+  int indent = 2 * depth;
+  append(b, "%*ssubgraph cluster_%d {\n%*slabel=", indent, "", box, indent + 2, "");
+  append_quoted(b, x->path[box], false);
+  append(b, ";\n%*sstyle=rounded; fontname=\"monospace\";\n", indent + 2, "");
+  for (GraphId id = 0; id < graph_count(g); id++)
+    if (x->box_of[id] == box) append_dot_node(b, g, id, style, indent + 2);
+  for (int inner = 0; inner < x->count; inner++)
+    if (x->parent[inner] == box) append_box(b, g, x, inner, style, depth + 1);
+  append(b, "%*s}\n", indent, "");
+}
+
+char *graph_to_dot(const Graph *g, const GraphDotStyle *style) {
+  TextBuffer b = {0};
+  Boxes x = {0};
+  if (style && style->layers && !make_boxes(g, &x)) {
+    free_boxes(&x);
+    return NULL;
+  }
   append(&b, "digraph tfm {\n  node [shape=box, fontname=\"monospace\"];\n");
+  for (GraphId id = 0; id < graph_count(g); id++)
+    if (!x.box_of || x.box_of[id] < 0) append_dot_node(&b, g, id, style, 2);
+  for (int box = 0; box < x.count; box++)
+    if (x.parent[box] < 0) append_box(&b, g, &x, box, style, 1);
   for (GraphId id = 0; id < graph_count(g); id++) {
     const GraphNode *n = graph_node(g, id);
-    append(&b, "  n%d [label=\"%%%d = ", (int)id, (int)id);
-    append_body(&b, g, n, true);
-    graph_format_type(type, sizeof type, n->dtype, &n->shape);
-    append(&b, "\\n%s\"", type);
-    if (graph_op_kind(n->op) == GRAPH_KIND_SOURCE && n->attrs.name)
-      append(&b, ", style=filled, fillcolor=%s", n->op == GRAPH_OP_PARAM ? "lightblue" : "gray90");
-    append(&b, "];\n");
     for (int i = 0; i < n->num_inputs; i++)
       append(&b, "  n%d -> n%d;\n", (int)n->inputs[i], (int)id);
   }
@@ -206,6 +331,7 @@ char *graph_to_dot(const Graph *g) {
     append(&b, "  n%d -> n%d [style=dashed, label=\"update\"];\n", (int)u.value, (int)u.target);
   }
   append(&b, "}\n");
+  free_boxes(&x);
   return finish(&b);
 }
 
@@ -218,4 +344,6 @@ static bool print_with(FILE *out, char *text) {
 
 bool graph_print(FILE *out, const Graph *g) { return print_with(out, graph_to_text(g)); }
 
-bool graph_print_dot(FILE *out, const Graph *g) { return print_with(out, graph_to_dot(g)); }
+bool graph_print_dot(FILE *out, const Graph *g, const GraphDotStyle *style) {
+  return print_with(out, graph_to_dot(g, style));
+}

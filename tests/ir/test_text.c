@@ -78,7 +78,7 @@ static void round_trip(void) {
   CHECK(graph_find_output(g, "probe") == 30);
   CHECK(graph_update_at(g, 1).target == 2);
 
-  char *dot = graph_to_dot(g);
+  char *dot = graph_to_dot(g, NULL);
   CHECK(dot && strstr(dot, "digraph tfm {"));
   CHECK(dot && strstr(dot, "n28 -> n40;"));
   CHECK(dot && strstr(dot, "n1 -> n40;"));
@@ -200,8 +200,54 @@ static void builder_errors(void) {
   graph_free(g);
 }
 
+/* Scopes: new nodes take the current one, copies keep theirs; DOT with
+ * layers nests the boxes as the paths do, with each node in its own box,
+ * and with groups fills a group's nodes alike. */
+static void dot_layers(void) {
+  Graph *g = graph_new();
+  GraphId x = graph_input(g, "x", GRAPH_F32, (GraphShape){1, {4}});
+  graph_set_scope(g, "enc.0.attn");
+  GraphId a = graph_unary(g, GRAPH_OP_EXP, x);
+  graph_set_scope(g, "enc.0");
+  GraphId b = graph_unary(g, GRAPH_OP_NEG, a);
+  graph_set_scope(g, NULL);
+  GraphId c = graph_binary(g, GRAPH_OP_ADD, a, b);
+  graph_output(g, "y", c);
+  CHECK(strcmp(graph_node(g, a)->scope, "enc.0.attn") == 0);
+  CHECK(graph_node(g, c)->scope == NULL);
+  Graph *copy = graph_new();
+  GraphId xc = graph_copy_node(copy, g, x, NULL);
+  GraphId ac = graph_copy_node(copy, g, a, &xc);
+  CHECK(graph_node(copy, ac)->scope && strcmp(graph_node(copy, ac)->scope, "enc.0.attn") == 0);
+  CHECK(graph_current_scope(copy) == NULL); /* a copy leaves the current scope alone */
+  graph_free(copy);
+
+  char *plain = graph_to_dot(g, NULL);
+  CHECK(plain && !strstr(plain, "subgraph"));
+  char *dot = graph_to_dot(g, &(GraphDotStyle){.layers = true});
+  const char *enc = dot ? strstr(dot, "subgraph cluster_0 {\n    label=\"enc\";") : NULL;
+  const char *enc0 = enc ? strstr(enc, "subgraph cluster_1 {\n      label=\"enc.0\";") : NULL;
+  const char *attn = enc0 ? strstr(enc0, "subgraph cluster_2 {\n        label=\"enc.0.attn\";") : NULL;
+  if (!CHECK(enc && enc0 && attn)) fprintf(stderr, "--- dot:\n%s", dot ? dot : "(null)");
+  CHECK(attn && strstr(attn, "n1 [label=\"%1 = exp %0"));  /* inside the innermost box */
+  CHECK(enc0 && attn && strstr(enc0, "n2 [label=\"%2 = neg %1") < attn);
+  CHECK(dot && enc && strstr(dot, "n3 [label=\"%3 = add") < enc); /* outside every box */
+  int group[4] = {-1, 0, 0, 1};
+  bool root[4] = {false, false, true, true};
+  char *fused = graph_to_dot(g, &(GraphDotStyle){.group = group, .group_root = root,
+                                                   .group_name = "kernel"});
+  CHECK(fused && strstr(fused, "%1 = exp %0\\nf32[4]\\nkernel 0\", style=filled, fillcolor=\"#fde2a8\"];"));
+  CHECK(fused && strstr(fused, "kernel 0\", style=filled, fillcolor=\"#fde2a8\", penwidth=2.5];"));
+  CHECK(fused && strstr(fused, "kernel 1\", style=filled, fillcolor=\"#b9e3c6\", penwidth=2.5];"));
+  free(plain);
+  free(dot);
+  free(fused);
+  graph_free(g);
+}
+
 int main(void) {
   round_trip();
+  dot_layers();
   loose_input();
   parse_errors();
   builder_errors();
