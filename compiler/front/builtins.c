@@ -183,7 +183,7 @@ static int axes_arg(const Arg *a, int rank, const char *fname, unsigned *mask) {
 /* Elementwise                                                               */
 
 static const char *const unary_names[] = {"exp", "log", "sqrt", "rsqrt", "tanh", "sin",
-                                          "cos", "abs", "recip", "stop_gradient"};
+                                          "cos", "erf", "abs", "recip", "stop_gradient"};
 
 static Value *fn_unary(const char *name, const Node *call, Arg *args, int nargs) {
   Arg *a[1];
@@ -205,6 +205,7 @@ static Value *fn_unary(const char *name, const Node *call, Arg *args, int nargs)
     else if (!strcmp(name, "tanh")) r = tanh(v);
     else if (!strcmp(name, "sin")) r = sin(v);
     else if (!strcmp(name, "cos")) r = cos(v);
+    else if (!strcmp(name, "erf")) r = erf(v);
     else if (!strcmp(name, "abs")) r = fabs(v);
     else r = 1 / v;
     if (!strcmp(name, "abs") && x->kind == V_INT) return value_int(x->i < 0 ? -x->i : x->i, NULL);
@@ -898,7 +899,7 @@ static Value *fn_optim(const char *name, const Node *call, Arg *args, int nargs)
 /* The table                                                                 */
 
 static const char *const function_names[] = {
-    "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "abs", "recip", "stop_gradient",
+    "exp", "log", "sqrt", "rsqrt", "tanh", "sin", "cos", "erf", "abs", "recip", "stop_gradient",
     "max", "min", "sum", "mean", "select", "cast", "reshape", "permute", "transpose",
     "broadcast", "expand", "squeeze", "slice", "concat", "pad", "gather", "one_hot", "iota",
     "full", "tensor", "random_uniform", "shape", "dim", "rank", "dtype", "len", "append", "range", "float", "int",

@@ -103,7 +103,7 @@ GraphId lower_unary(const char *name, const Value *x) {
   static const struct { const char *name; GraphOp op; } ops[] = {
       {"neg", GRAPH_OP_NEG},   {"exp", GRAPH_OP_EXP},   {"log", GRAPH_OP_LOG},
       {"sqrt", GRAPH_OP_SQRT}, {"rsqrt", GRAPH_OP_RSQRT}, {"tanh", GRAPH_OP_TANH},
-      {"sin", GRAPH_OP_SIN},   {"cos", GRAPH_OP_COS},   {"abs", GRAPH_OP_ABS},
+      {"sin", GRAPH_OP_SIN},   {"cos", GRAPH_OP_COS},   {"erf", GRAPH_OP_ERF},   {"abs", GRAPH_OP_ABS},
       {"recip", GRAPH_OP_RECIP}, {"stop_gradient", GRAPH_OP_STOP_GRADIENT}};
   if (!lower_graph) return GRAPH_NONE;
   for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)

@@ -86,6 +86,7 @@ FLOAT_UNARY(eval_ref_rsqrt, 1 / sqrt(x))
 FLOAT_UNARY(eval_ref_tanh, tanh(x))
 FLOAT_UNARY(eval_ref_sin, sin(x))
 FLOAT_UNARY(eval_ref_cos, cos(x))
+FLOAT_UNARY(eval_ref_erf, erf(x))
 FLOAT_UNARY(eval_ref_recip, 1 / x)
 
 #define FLOAT_BINARY(fn, expr)                                                         \

@@ -112,6 +112,16 @@ void autodiff_vjp_cos(AutodiffContext *ctx, const GraphNode *node, GraphId self,
   dx[0] = neg(g, mul(g, grad, graph_unary(g, GRAPH_OP_SIN, input_value(ctx, node, 0))));
 }
 
+/* d erf(x) = 2/sqrt(pi) exp(-x^2) */
+void autodiff_vjp_erf(AutodiffContext *ctx, const GraphNode *node, GraphId self, GraphId grad,
+                      GraphId *dx) {
+  (void)self;
+  Graph *g = autodiff_graph(ctx);
+  GraphId x = input_value(ctx, node, 0);
+  GraphId bell = graph_unary(g, GRAPH_OP_EXP, neg(g, mul(g, x, x)));
+  dx[0] = mul(g, grad, mul(g, like(g, x, 1.1283791670955126), bell));
+}
+
 /* sign(x) * g, with 0 at x = 0 */
 void autodiff_vjp_abs(AutodiffContext *ctx, const GraphNode *node, GraphId self, GraphId grad,
                       GraphId *dx) {

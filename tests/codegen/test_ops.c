@@ -93,7 +93,8 @@ static void max_min_nan(GraphOp op) {
 
 static void elementwise(void) {
   const GraphOp float_unary[] = {GRAPH_OP_NEG, GRAPH_OP_EXP, GRAPH_OP_TANH,  GRAPH_OP_SIN,
-                                 GRAPH_OP_COS, GRAPH_OP_ABS, GRAPH_OP_RECIP, GRAPH_OP_STOP_GRADIENT};
+                                 GRAPH_OP_COS, GRAPH_OP_ERF, GRAPH_OP_ABS,  GRAPH_OP_RECIP,
+                                 GRAPH_OP_STOP_GRADIENT};
   for (size_t i = 0; i < sizeof float_unary / sizeof *float_unary; i++)
     unary(float_unary[i], GRAPH_F32, -2, 2);
   unary(GRAPH_OP_LOG, GRAPH_F32, 0.01, 5);

@@ -55,6 +55,9 @@ static void unary(void) {
          0.5, 2);
   EXPECT("tanh", "%0 = constant [0, 0.5] : f64[2]\n%1 = tanh %0 : f64[2]\noutput \"y\" = %1\n", 0,
          0.46211715726000974);
+  /* erf(0.5) and erf(-2) from Abramowitz and Stegun's table 7.1 */
+  EXPECT("erf", "%0 = constant [0.5, -2] : f64[2]\n%1 = erf %0 : f64[2]\noutput \"y\" = %1\n",
+         0.5204998778130465, -0.9953222650189527);
   EXPECT("sin",
          "%0 = constant [0, 1.5707963267948966, 0.5] : f64[3]\n%1 = sin %0 : f64[3]\n"
          "output \"y\" = %1\n",

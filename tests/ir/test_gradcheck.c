@@ -107,6 +107,7 @@ static const Case primitive_cases[] = {
     {"tanh", P23 "%1 = tanh %0 : f64[2,3]\noutput \"y\" = %1\n", -2, 2, NONZERO},
     {"sin", P23 "%1 = sin %0 : f64[2,3]\noutput \"y\" = %1\n", -2, 2, NONZERO},
     {"cos", P23 "%1 = cos %0 : f64[2,3]\noutput \"y\" = %1\n", -2, 2, NONZERO},
+    {"erf", P23 "%1 = erf %0 : f64[2,3]\noutput \"y\" = %1\n", -2, 2, NONZERO},
     {"abs", P23 "%1 = abs %0 : f64[2,3]\noutput \"y\" = %1\n", -2, 2, NONZERO},
     {"recip", P23 "%1 = recip %0 : f64[2,3]\noutput \"y\" = %1\n", 0.5, 2, NONZERO},
     {"add", PAB "%2 = add %0, %1 : f64[2,3]\noutput \"y\" = %2\n", -2, 2, NONZERO},

@@ -57,6 +57,7 @@ static const char *const every_op =
     "%44 = attention_grad_k %28, %28, %34, %41, %42, %30 scale=0.5 causal=true : f32[2,3]\n"
     "%45 = attention_grad_v %28, %28, %34, %41, %42, %30, %30 scale=0.5 causal=false : f32[2,3]\n"
     "%46 = stop_gradient %28 : f32[2,3]\n"
+    "%47 = erf %46 : f32[2,3]\n"
     "output \"y\" = %40\n"
     "output \"probe\" = %30\n"
     "update %1 = %39\n"

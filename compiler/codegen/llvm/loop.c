@@ -113,6 +113,7 @@ static LLVMValueRef emit_unary(Emitter *e, const GraphNode *n, LLVMValueRef x) {
     return math1(e, "tanhf", "tanh", n, x);
   case GRAPH_OP_SIN: return math1(e, "sinf", "sin", n, x);
   case GRAPH_OP_COS: return math1(e, "cosf", "cos", n, x);
+  case GRAPH_OP_ERF: return math1(e, "erff", "erf", n, x);
   case GRAPH_OP_RECIP: return LLVMBuildFDiv(b, LLVMConstReal(t, 1.0), x, "");
   default: /* ABS */
     if (fl)
@@ -379,6 +380,7 @@ static LLVMValueRef compute(Emitter *e, GraphId id, Index *at) {
   case GRAPH_OP_TANH:
   case GRAPH_OP_SIN:
   case GRAPH_OP_COS:
+  case GRAPH_OP_ERF:
   case GRAPH_OP_ABS:
   case GRAPH_OP_RECIP: return emit_unary(e, n, loop_emit(e, n->inputs[0], at));
   case GRAPH_OP_ADD:

@@ -24,6 +24,7 @@ int kernel_op_cost(GraphOp op) {
   case GRAPH_OP_TANH:
   case GRAPH_OP_SIN:
   case GRAPH_OP_COS:
+  case GRAPH_OP_ERF:
   case GRAPH_OP_POW: return KERNEL_COST_TRANSCENDENTAL;
   default: return 1;
   }

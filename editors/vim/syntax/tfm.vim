@@ -14,7 +14,7 @@ syntax keyword tfmBoolean true false
 syntax keyword tfmConstant inf pi training
 syntax keyword tfmType f32 f64 i32 bf16 int float bool str
 syntax keyword tfmInit zeros ones xavier_uniform xavier_normal
-syntax keyword tfmBuiltin exp log sqrt rsqrt tanh sin cos abs recip stop_gradient
+syntax keyword tfmBuiltin exp log sqrt rsqrt tanh sin cos erf abs recip stop_gradient
 syntax keyword tfmBuiltin max min sum mean select cast reshape permute transpose broadcast
 syntax keyword tfmBuiltin expand squeeze slice concat pad gather one_hot iota full tensor
 syntax keyword tfmBuiltin random_uniform shape dim rank dtype len append range float int
