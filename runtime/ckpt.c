@@ -8,6 +8,7 @@
 #include "tfmrt.h"
 
 #include "crc32.h"
+#include "fileio.h"
 #include "json.h"
 
 #include <errno.h>
@@ -262,36 +263,6 @@ static int build_header(const char *path, const tfm_tensor *tensors, const size_
   return TFM_OK;
 }
 
-static int write_all(int fd, const void *data, uint64_t size) {
-  const unsigned char *p = data;
-  while (size > 0) {
-    size_t chunk = size < (1u << 30) ? (size_t)size : (1u << 30);
-    ssize_t n = write(fd, p, chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    p += n;
-    size -= (uint64_t)n;
-  }
-  return 0;
-}
-
-static int sync_directory_of(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char *dir;
-  if (!slash) dir = strdup(".");
-  else if (slash == path) dir = strdup("/");
-  else dir = strndup(path, (size_t)(slash - path));
-  if (!dir) return ckpt_fail(path, "out of memory");
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int status = TFM_OK;
-  if (fd < 0 || fsync(fd) != 0)
-    status = ckpt_fail(path, "written, but syncing directory '%s' failed: %s", dir,
-                       strerror(errno));
-  if (fd >= 0) close(fd);
-  free(dir);
-  return status;
-}
-
 /* Writes to "<path>.tmp.<pid>" and renames it over path only once it is
  * complete and on disk, so a crash at any point leaves the old file intact. */
 static int write_atomically(const char *path, const text *header, const tfm_tensor *tensors,
@@ -308,12 +279,12 @@ static int write_atomically(const char *path, const text *header, const tfm_tens
   }
   unsigned char length[8];
   for (int i = 0; i < 8; i++) length[i] = (unsigned char)((uint64_t)header->len >> (8 * i));
-  int err = write_all(fd, length, sizeof length);
-  if (!err) err = write_all(fd, header->data, header->len);
+  int err = tfm_write_all(fd, length, sizeof length);
+  if (!err) err = tfm_write_all(fd, header->data, header->len);
   for (size_t i = 0; i < count && !err; i++) {
     const tfm_tensor *t = &tensors[order[i]];
     uint64_t bytes = checked_bytes(t);
-    err = write_all(fd, t->data, bytes);
+    err = tfm_write_all(fd, t->data, bytes);
   }
   const char *step = "writing";
   if (!err && fsync(fd) != 0) err = errno, step = "syncing";
@@ -326,7 +297,7 @@ static int write_atomically(const char *path, const text *header, const tfm_tens
     return status;
   }
   free(tmp);
-  return sync_directory_of(path);
+  return tfm_sync_directory_of(path);
 }
 
 int tfm_ckpt_save(const char *path, const tfm_tensor *tensors, size_t count,
