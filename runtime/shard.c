@@ -71,11 +71,11 @@ uint64_t tfm_shard_docs_offset(const tfm_shard_header *h) {
 
 int tfm_shard_parse(const char *name, const void *bytes, size_t size, tfm_shard_header *out) {
   const unsigned char *p = bytes;
+  if (memcmp(p, TFM_SHARD_MAGIC, size < 8 ? size : 8) != 0)
+    return shard_fail(name, "not a token shard (wrong magic: expected \"TFMTOK1\\0\")");
   if (size < TFM_SHARD_HEADER_BYTES)
     return shard_fail(name, "truncated: %zu bytes, shorter than the %d-byte token shard header",
                       size, TFM_SHARD_HEADER_BYTES);
-  if (memcmp(p, TFM_SHARD_MAGIC, 8) != 0)
-    return shard_fail(name, "not a token shard (wrong magic: expected \"TFMTOK1\\0\")");
   tfm_shard_header h = {.version = get_u32(p + 8), .id_bytes = get_u32(p + 12),
                         .vocab_size = get_u64(p + 16), .token_count = get_u64(p + 24),
                         .doc_count = get_u64(p + 32)};
@@ -278,10 +278,10 @@ static int shard_map(tfm_shard *s, const char *path, size_t window, int64_t mode
     close(fd);
     return shard_fail(path, "not a regular file");
   }
-  if ((uint64_t)st.st_size < TFM_SHARD_HEADER_BYTES) {
+  if (st.st_size == 0) { /* mmap maps no empty file */
     close(fd);
-    return shard_fail(path, "truncated: %lld bytes, shorter than the %d-byte token shard header",
-                      (long long)st.st_size, TFM_SHARD_HEADER_BYTES);
+    return shard_fail(path, "truncated: 0 bytes, shorter than the %d-byte token shard header",
+                      TFM_SHARD_HEADER_BYTES);
   }
   s->size = (size_t)st.st_size;
   void *map = mmap(NULL, s->size, PROT_READ, MAP_PRIVATE, fd, 0);
