@@ -28,10 +28,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Ids read for windows before their pages are dropped from this process's
- * mapping (they stay in the page cache): resident memory stays bounded
- * however long a run samples the corpus. */
-#define RESIDENT_LIMIT ((size_t)32 << 20)
+/* The block of the corpus's mapping dropped after each window: the largest
+ * folio the page cache maps at once (a PMD, 2 MiB on x86-64). */
+#define LET_GO ((uint64_t)2 << 20)
 #define WRITE_BUFFER ((size_t)1 << 20)
 
 __attribute__((format(printf, 2, 3)))
@@ -181,7 +180,7 @@ static int writer_flush(tfm_shard_writer *w) {
   return err ? shard_fail(w->path, "writing '%s' failed: %s", w->tmp, strerror(err)) : TFM_OK;
 }
 
-int tfm_shard_writer_document(tfm_shard_writer *w) {
+static int push_document(tfm_shard_writer *w, uint64_t start) {
   if (w->doc_count == w->doc_capacity) {
     size_t capacity = w->doc_capacity ? 2 * w->doc_capacity : 1024;
     uint64_t *grown = realloc(w->docs, capacity * sizeof *grown);
@@ -189,8 +188,14 @@ int tfm_shard_writer_document(tfm_shard_writer *w) {
     w->docs = grown;
     w->doc_capacity = capacity;
   }
-  w->docs[w->doc_count++] = w->tokens;
+  w->docs[w->doc_count++] = start;
   return TFM_OK;
+}
+
+int tfm_shard_writer_document(tfm_shard_writer *w) {
+  /* The ids before the first document start form one of their own. */
+  if (w->doc_count == 0 && w->tokens > 0 && push_document(w, 0)) return TFM_FAILED;
+  return push_document(w, w->tokens);
 }
 
 int tfm_shard_writer_append(tfm_shard_writer *w, const int32_t *ids, size_t count) {
@@ -415,13 +420,15 @@ int tfm_shards_open(tfm_shards *set, const char *spec, size_t window, int64_t mo
   return TFM_OK;
 }
 
-/* Lets go of the pages read so far once RESIDENT_LIMIT bytes were read. */
-static void shards_touch(tfm_shards *set, size_t bytes) {
-  set->touched += bytes + 4096; /* a window may straddle a page */
-  if (set->touched < RESIDENT_LIMIT) return;
-  for (size_t i = 0; i < set->count; i++)
-    madvise((void *)set->shards[i].map, set->shards[i].size, MADV_DONTNEED);
-  set->touched = 0;
+/* Unmaps (from this process; the page cache keeps them) the pages a window
+ * at file offset [at, at + bytes) brought in. A fault maps more than its
+ * page: Linux maps around it (fault-around) and a large folio of the page
+ * cache whole, both inside the naturally aligned LET_GO block; dropping
+ * those blocks keeps resident memory flat however long a run samples. */
+static void let_go(const tfm_shard *s, uint64_t at, size_t bytes) {
+  uint64_t from = at / LET_GO * LET_GO, to = (at + bytes + LET_GO - 1) / LET_GO * LET_GO;
+  if (to > s->size) to = s->size;
+  madvise((void *)(s->map + from), (size_t)(to - from), MADV_DONTNEED);
 }
 
 /* tokens/targets of row `row`: ids [start, start + window] of shard s. */
@@ -438,7 +445,7 @@ static int fill_window(tfm_shards *set, const tfm_shard *s, uint64_t start, size
     if (i < W) tokens[row * W + i] = (int32_t)id;
     if (i > 0) targets[row * W + i - 1] = (int32_t)id;
   }
-  shards_touch(set, (W + 1) * width);
+  let_go(s, (uint64_t)(p - s->map) - (W + 1) * width, (W + 1) * width);
   return TFM_OK;
 }
 

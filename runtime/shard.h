@@ -50,7 +50,8 @@ typedef struct {
 
 /* Starts PATH.tmp.PID for ids below vocab_size (1 .. INT32_MAX). */
 int tfm_shard_writer_open(tfm_shard_writer *w, const char *path, uint64_t vocab_size);
-/* Records that a document starts at the next token appended. */
+/* Records that a document starts at the next token appended (the first
+ * document always starts at 0: ids appended before the first call form one). */
 int tfm_shard_writer_document(tfm_shard_writer *w);
 /* Refuses (and appends nothing) when an id is negative or not below vocab_size. */
 int tfm_shard_writer_append(tfm_shard_writer *w, const int32_t *ids, size_t count);
@@ -79,7 +80,6 @@ typedef struct {
   size_t window;
   int64_t vocab;             /* the model's classes: every id must be below it */
   uint64_t tokens;
-  size_t touched;            /* bytes of ids read since the pages were last let go */
 } tfm_shards;
 
 /* Whether --data names shards: a folder, a glob pattern, a name ending in
