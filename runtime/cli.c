@@ -172,7 +172,10 @@ static int task_open_shards_train(Task *t, const Cli *c);
 
 static int task_open_train(Task *t, const Cli *c) {
   char buf[4096];
-  if (!t->translation && cli_shards_named(c->data)) return task_open_shards_train(t, c);
+  if (cli_shards_named(c->data))
+    return t->translation ? tfm_fail("%s: token shards are data for language models "
+                                     "(tokens/targets)", c->data)
+                          : task_open_shards_train(t, c);
   const char *vpath = vocab_file(c, c->save, buf, sizeof buf);
   FILE *existing = vpath && c->resume ? fopen(vpath, "r") : NULL;
   int status;

@@ -21,7 +21,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <glob.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -32,16 +31,6 @@
  * folio the page cache maps at once (a PMD, 2 MiB on x86-64). */
 #define LET_GO ((uint64_t)2 << 20)
 #define WRITE_BUFFER ((size_t)1 << 20)
-
-__attribute__((format(printf, 2, 3)))
-static int shard_fail(const char *name, const char *fmt, ...) {
-  char reason[896];
-  va_list args;
-  va_start(args, fmt);
-  vsnprintf(reason, sizeof reason, fmt, args);
-  va_end(args);
-  return tfm_fail("%s: %s", name, reason);
-}
 
 static uint32_t get_u32(const unsigned char *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -71,53 +60,53 @@ uint64_t tfm_shard_docs_offset(const tfm_shard_header *h) {
 int tfm_shard_parse(const char *name, const void *bytes, size_t size, tfm_shard_header *out) {
   const unsigned char *p = bytes;
   if (memcmp(p, TFM_SHARD_MAGIC, size < 8 ? size : 8) != 0)
-    return shard_fail(name, "not a token shard (wrong magic: expected \"TFMTOK1\\0\")");
+    return tfm_fail_file(name, "not a token shard (wrong magic: expected \"TFMTOK1\\0\")");
   if (size < TFM_SHARD_HEADER_BYTES)
-    return shard_fail(name, "truncated: %zu bytes, shorter than the %d-byte token shard header",
+    return tfm_fail_file(name, "truncated: %zu bytes, shorter than the %d-byte token shard header",
                       size, TFM_SHARD_HEADER_BYTES);
   tfm_shard_header h = {.version = get_u32(p + 8), .id_bytes = get_u32(p + 12),
                         .vocab_size = get_u64(p + 16), .token_count = get_u64(p + 24),
                         .doc_count = get_u64(p + 32)};
   if (h.version != TFM_SHARD_VERSION)
-    return shard_fail(name, "token shard version %u; this binary reads version %d", h.version,
+    return tfm_fail_file(name, "token shard version %u; this binary reads version %d", h.version,
                       TFM_SHARD_VERSION);
   uint32_t stored = get_u32(p + TFM_SHARD_CRC_OFFSET);
   uint32_t computed = crc32_update(0, p, TFM_SHARD_CRC_OFFSET);
   if (stored != computed)
-    return shard_fail(name, "header checksum mismatch (CRC-32 stored %08x, computed %08x): "
+    return tfm_fail_file(name, "header checksum mismatch (CRC-32 stored %08x, computed %08x): "
                       "the header is corrupted", stored, computed);
   for (int i = 40; i < TFM_SHARD_CRC_OFFSET; i++)
-    if (p[i]) return shard_fail(name, "reserved header byte %d is not zero", i);
+    if (p[i]) return tfm_fail_file(name, "reserved header byte %d is not zero", i);
   if (h.vocab_size == 0 || h.vocab_size > INT32_MAX)
-    return shard_fail(name, "vocabulary of %llu ids is not in 1..%d",
+    return tfm_fail_file(name, "vocabulary of %llu ids is not in 1..%d",
                       (unsigned long long)h.vocab_size, INT32_MAX);
   if (h.id_bytes != id_width(h.vocab_size))
-    return shard_fail(name, "ids of %u bytes for a vocabulary of %llu (expected %u: 2 bytes up "
+    return tfm_fail_file(name, "ids of %u bytes for a vocabulary of %llu (expected %u: 2 bytes up "
                       "to %d ids, else 4)", h.id_bytes, (unsigned long long)h.vocab_size,
                       id_width(h.vocab_size), TFM_SHARD_U16_MAX_VOCAB);
   /* Sizes checked without overflow: each part against what the file has. */
   uint64_t room = size - TFM_SHARD_HEADER_BYTES;
   if (h.token_count > room / h.id_bytes)
-    return shard_fail(name, "truncated: the header counts %llu tokens of %u bytes, but the "
+    return tfm_fail_file(name, "truncated: the header counts %llu tokens of %u bytes, but the "
                       "file has %zu bytes", (unsigned long long)h.token_count, h.id_bytes, size);
   uint64_t docs_at = tfm_shard_docs_offset(&h);
   if (docs_at > size || h.doc_count > (size - docs_at) / 8)
-    return shard_fail(name, "truncated: the header counts %llu tokens and %llu documents, but "
+    return tfm_fail_file(name, "truncated: the header counts %llu tokens and %llu documents, but "
                       "the file has %zu bytes", (unsigned long long)h.token_count,
                       (unsigned long long)h.doc_count, size);
   uint64_t expected = docs_at + 8 * h.doc_count;
   if (expected != size)
-    return shard_fail(name, "size mismatch: the header counts %llu tokens and %llu documents "
+    return tfm_fail_file(name, "size mismatch: the header counts %llu tokens and %llu documents "
                       "(%llu bytes), but the file has %zu bytes",
                       (unsigned long long)h.token_count, (unsigned long long)h.doc_count,
                       (unsigned long long)expected, size);
   for (uint64_t i = TFM_SHARD_HEADER_BYTES + h.token_count * h.id_bytes; i < docs_at; i++)
-    if (p[i]) return shard_fail(name, "padding byte at %llu is not zero", (unsigned long long)i);
+    if (p[i]) return tfm_fail_file(name, "padding byte at %llu is not zero", (unsigned long long)i);
   uint64_t previous = 0;
   for (uint64_t d = 0; d < h.doc_count; d++) {
     uint64_t start = get_u64(p + docs_at + 8 * d);
     if ((d == 0 && start != 0) || start < previous || start > h.token_count)
-      return shard_fail(name, "document %llu starts at token %llu (documents start at 0, in "
+      return tfm_fail_file(name, "document %llu starts at token %llu (documents start at 0, in "
                         "order, at most at the token count %llu)", (unsigned long long)d,
                         (unsigned long long)start, (unsigned long long)h.token_count);
     previous = start;
@@ -145,7 +134,7 @@ void tfm_shard_writer_abort(tfm_shard_writer *w) {
 int tfm_shard_writer_open(tfm_shard_writer *w, const char *path, uint64_t vocab_size) {
   *w = (tfm_shard_writer){.fd = -1, .vocab_size = vocab_size, .id_bytes = id_width(vocab_size)};
   if (vocab_size == 0 || vocab_size > INT32_MAX)
-    return shard_fail(path, "vocabulary of %llu ids is not in 1..%d",
+    return tfm_fail_file(path, "vocabulary of %llu ids is not in 1..%d",
                       (unsigned long long)vocab_size, INT32_MAX);
   size_t tmp_size = strlen(path) + 32;
   w->path = strdup(path);
@@ -153,12 +142,12 @@ int tfm_shard_writer_open(tfm_shard_writer *w, const char *path, uint64_t vocab_
   w->buffer = malloc(WRITE_BUFFER);
   if (!w->path || !w->tmp || !w->buffer) {
     writer_free(w);
-    return shard_fail(path, "out of memory");
+    return tfm_fail_file(path, "out of memory");
   }
   snprintf(w->tmp, tmp_size, "%s.tmp.%ld", path, (long)getpid());
   w->fd = open(w->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (w->fd < 0) {
-    int status = shard_fail(path, "cannot create temporary file '%s': %s", w->tmp, strerror(errno));
+    int status = tfm_fail_file(path, "cannot create temporary file '%s': %s", w->tmp, strerror(errno));
     free(w->tmp);
     w->tmp = NULL; /* nothing to remove */
     writer_free(w);
@@ -167,7 +156,7 @@ int tfm_shard_writer_open(tfm_shard_writer *w, const char *path, uint64_t vocab_
   unsigned char placeholder[TFM_SHARD_HEADER_BYTES] = {0};
   int err = tfm_write_all(w->fd, placeholder, sizeof placeholder);
   if (err) {
-    int status = shard_fail(path, "writing '%s' failed: %s", w->tmp, strerror(err));
+    int status = tfm_fail_file(path, "writing '%s' failed: %s", w->tmp, strerror(err));
     tfm_shard_writer_abort(w);
     return status;
   }
@@ -177,14 +166,14 @@ int tfm_shard_writer_open(tfm_shard_writer *w, const char *path, uint64_t vocab_
 static int writer_flush(tfm_shard_writer *w) {
   int err = w->buffered ? tfm_write_all(w->fd, w->buffer, w->buffered) : 0;
   w->buffered = 0;
-  return err ? shard_fail(w->path, "writing '%s' failed: %s", w->tmp, strerror(err)) : TFM_OK;
+  return err ? tfm_fail_file(w->path, "writing '%s' failed: %s", w->tmp, strerror(err)) : TFM_OK;
 }
 
 static int push_document(tfm_shard_writer *w, uint64_t start) {
   if (w->doc_count == w->doc_capacity) {
     size_t capacity = w->doc_capacity ? 2 * w->doc_capacity : 1024;
     uint64_t *grown = realloc(w->docs, capacity * sizeof *grown);
-    if (!grown) return shard_fail(w->path, "out of memory for %zu document starts", capacity);
+    if (!grown) return tfm_fail_file(w->path, "out of memory for %zu document starts", capacity);
     w->docs = grown;
     w->doc_capacity = capacity;
   }
@@ -201,7 +190,7 @@ int tfm_shard_writer_document(tfm_shard_writer *w) {
 int tfm_shard_writer_append(tfm_shard_writer *w, const int32_t *ids, size_t count) {
   for (size_t i = 0; i < count; i++)
     if (ids[i] < 0 || (uint64_t)ids[i] >= w->vocab_size)
-      return shard_fail(w->path, "id %d at token %llu is not in 0..%llu (the vocabulary)", ids[i],
+      return tfm_fail_file(w->path, "id %d at token %llu is not in 0..%llu (the vocabulary)", ids[i],
                         (unsigned long long)(w->tokens + i), (unsigned long long)w->vocab_size - 1);
   for (size_t i = 0; i < count; i++) {
     if (w->buffered + 4 > WRITE_BUFFER && writer_flush(w)) return TFM_FAILED;
@@ -245,7 +234,7 @@ int tfm_shard_writer_finish(tfm_shard_writer *w) {
   w->fd = -1;
   if (!err && rename(w->tmp, w->path) != 0) err = errno, step = "renaming";
   if (err) {
-    shard_fail(w->path, "%s temporary file '%s' failed: %s", step, w->tmp, strerror(err));
+    tfm_fail_file(w->path, "%s temporary file '%s' failed: %s", step, w->tmp, strerror(err));
     goto failed;
   }
   free(w->tmp);
@@ -272,32 +261,32 @@ static void shard_unmap(tfm_shard *s) {
 static int shard_map(tfm_shard *s, const char *path, size_t window, int64_t model_vocab) {
   *s = (tfm_shard){0};
   int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return shard_fail(path, "cannot open: %s", strerror(errno));
+  if (fd < 0) return tfm_fail_file(path, "cannot open: %s", strerror(errno));
   struct stat st;
   if (fstat(fd, &st) != 0) {
-    int status = shard_fail(path, "cannot stat: %s", strerror(errno));
+    int status = tfm_fail_file(path, "cannot stat: %s", strerror(errno));
     close(fd);
     return status;
   }
   if (!S_ISREG(st.st_mode)) {
     close(fd);
-    return shard_fail(path, "not a regular file");
+    return tfm_fail_file(path, "not a regular file");
   }
   if (st.st_size == 0) { /* mmap maps no empty file */
     close(fd);
-    return shard_fail(path, "truncated: 0 bytes, shorter than the %d-byte token shard header",
+    return tfm_fail_file(path, "truncated: 0 bytes, shorter than the %d-byte token shard header",
                       TFM_SHARD_HEADER_BYTES);
   }
   s->size = (size_t)st.st_size;
   void *map = mmap(NULL, s->size, PROT_READ, MAP_PRIVATE, fd, 0);
   close(fd);
-  if (map == MAP_FAILED) return shard_fail(path, "cannot map: %s", strerror(errno));
+  if (map == MAP_FAILED) return tfm_fail_file(path, "cannot map: %s", strerror(errno));
   s->map = map;
   s->path = strdup(path);
-  int status = s->path ? TFM_OK : shard_fail(path, "out of memory");
+  int status = s->path ? TFM_OK : tfm_fail_file(path, "out of memory");
   if (!status) status = tfm_shard_parse(path, s->map, s->size, &s->header);
   if (!status && (int64_t)s->header.vocab_size != model_vocab)
-    status = shard_fail(path, "vocabulary of %llu ids, but the model's is %lld; rebuild the "
+    status = tfm_fail_file(path, "vocabulary of %llu ids, but the model's is %lld; rebuild the "
                         "model with -D vocab=%llu or tokenize for this one",
                         (unsigned long long)s->header.vocab_size, (long long)model_vocab,
                         (unsigned long long)s->header.vocab_size);
@@ -338,7 +327,7 @@ static int list_shards(const char *spec, char ***paths, size_t *count) {
   *count = 0;
   if (stat(spec, &st) == 0 && S_ISDIR(st.st_mode)) {
     DIR *dir = opendir(spec);
-    if (!dir) return shard_fail(spec, "cannot open folder: %s", strerror(errno));
+    if (!dir) return tfm_fail_file(spec, "cannot open folder: %s", strerror(errno));
     size_t capacity = 0;
     int status = TFM_OK;
     for (struct dirent *e; !status && (e = readdir(dir));) {
@@ -346,12 +335,12 @@ static int list_shards(const char *spec, char ***paths, size_t *count) {
       if (*count == capacity) {
         capacity = capacity ? 2 * capacity : 16;
         char **grown = realloc(*paths, capacity * sizeof *grown);
-        if (!grown) status = shard_fail(spec, "out of memory");
+        if (!grown) status = tfm_fail_file(spec, "out of memory");
         else *paths = grown;
       }
       size_t size = strlen(spec) + strlen(e->d_name) + 2;
       char *path = status ? NULL : malloc(size);
-      if (!status && !path) status = shard_fail(spec, "out of memory");
+      if (!status && !path) status = tfm_fail_file(spec, "out of memory");
       if (!status) {
         snprintf(path, size, "%s/%s", spec, e->d_name);
         (*paths)[(*count)++] = path;
@@ -359,24 +348,24 @@ static int list_shards(const char *spec, char ***paths, size_t *count) {
     }
     closedir(dir);
     if (!status && *count == 0)
-      status = shard_fail(spec, "no token shards (*%s) in this folder", TFM_SHARD_SUFFIX);
+      status = tfm_fail_file(spec, "no token shards (*%s) in this folder", TFM_SHARD_SUFFIX);
     if (!status) qsort(*paths, *count, sizeof **paths, by_name);
     return status;
   }
   if (!strpbrk(spec, "*?[")) {
     *paths = malloc(sizeof **paths);
-    if (!*paths || !((*paths)[0] = strdup(spec))) return shard_fail(spec, "out of memory");
+    if (!*paths || !((*paths)[0] = strdup(spec))) return tfm_fail_file(spec, "out of memory");
     *count = 1;
     return TFM_OK;
   }
   glob_t g;
   int found = glob(spec, GLOB_ERR, NULL, &g);
-  if (found == GLOB_NOMATCH) return shard_fail(spec, "no file matches this pattern");
-  if (found != 0) return shard_fail(spec, "cannot expand the pattern");
+  if (found == GLOB_NOMATCH) return tfm_fail_file(spec, "no file matches this pattern");
+  if (found != 0) return tfm_fail_file(spec, "cannot expand the pattern");
   *paths = calloc(g.gl_pathc ? g.gl_pathc : 1, sizeof **paths);
-  int status = *paths ? TFM_OK : shard_fail(spec, "out of memory");
+  int status = *paths ? TFM_OK : tfm_fail_file(spec, "out of memory");
   for (size_t i = 0; !status && i < g.gl_pathc; i++, ++*count)
-    if (!((*paths)[i] = strdup(g.gl_pathv[i]))) status = shard_fail(spec, "out of memory");
+    if (!((*paths)[i] = strdup(g.gl_pathv[i]))) status = tfm_fail_file(spec, "out of memory");
   globfree(&g); /* glob sorts by name */
   return status;
 }
@@ -389,7 +378,7 @@ void tfm_shards_close(tfm_shards *set) {
 }
 
 int tfm_shards_open(tfm_shards *set, const char *spec, size_t window, int64_t model_vocab) {
-  if (window == 0) return shard_fail(spec, "a window of 0 tokens");
+  if (window == 0) return tfm_fail_file(spec, "a window of 0 tokens");
   char **paths;
   size_t count;
   int status = list_shards(spec, &paths, &count);
@@ -397,7 +386,7 @@ int tfm_shards_open(tfm_shards *set, const char *spec, size_t window, int64_t mo
   if (!status) {
     opened.shards = calloc(count, sizeof *opened.shards);
     opened.first_start = calloc(count + 1, sizeof *opened.first_start);
-    if (!opened.shards || !opened.first_start) status = shard_fail(spec, "out of memory");
+    if (!opened.shards || !opened.first_start) status = tfm_fail_file(spec, "out of memory");
   }
   for (size_t i = 0; !status && i < count; i++) {
     status = shard_map(&opened.shards[i], paths[i], window, model_vocab);
@@ -407,7 +396,7 @@ int tfm_shards_open(tfm_shards *set, const char *spec, size_t window, int64_t mo
     opened.first_start[i + 1] = opened.first_start[i] + opened.shards[i].starts;
   }
   if (!status && opened.first_start[opened.count] == 0)
-    status = shard_fail(spec, "%llu tokens in %zu shard(s), but none has a window of %zu + 1",
+    status = tfm_fail_file(spec, "%llu tokens in %zu shard(s), but none has a window of %zu + 1",
                         (unsigned long long)opened.tokens, opened.count, window);
   for (size_t i = 0; paths && i < count; i++) free(paths[i]);
   free(paths);
@@ -440,7 +429,7 @@ static int fill_window(tfm_shards *set, const tfm_shard *s, uint64_t start, size
   for (size_t i = 0; i <= W; i++, p += width) {
     uint32_t id = width == 2 ? (uint32_t)p[0] | (uint32_t)p[1] << 8 : get_u32(p);
     if ((int64_t)id >= set->vocab)
-      return shard_fail(s->path, "token %llu is id %u, not below the vocabulary of %lld",
+      return tfm_fail_file(s->path, "token %llu is id %u, not below the vocabulary of %lld",
                         (unsigned long long)(start + i), id, (long long)set->vocab);
     if (i < W) tokens[row * W + i] = (int32_t)id;
     if (i > 0) targets[row * W + i - 1] = (int32_t)id;

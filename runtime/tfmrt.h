@@ -26,6 +26,9 @@ const char *tfm_error(void);
  * a failing path can `return tfm_fail("...", ...);`. */
 int tfm_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* tfm_fail with the message "path: reason", for refusals of a file. */
+int tfm_fail_file(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* --- tensors and checkpoint metadata -------------------------------------- */
 
 typedef enum { TFM_F32, TFM_F64, TFM_I32, TFM_BF16 } tfm_dtype;

@@ -59,6 +59,21 @@ static void round_trip(void) {
     CHECK(targets[i] == (tokens[i] + 1) % 70000 && tokens[i] >= 0 && tokens[i] < 70000);
   tfm_shards_close(&set);
 
+  /* Ids appended before the first document start form a document at 0. */
+  scratch_path(path, sizeof path, "late.tokshard");
+  tfm_shard_writer late;
+  int32_t some[3] = {1, 2, 3};
+  CHECK_OK(tfm_shard_writer_open(&late, path, 10));
+  CHECK_OK(tfm_shard_writer_append(&late, some, 3));
+  CHECK_OK(tfm_shard_writer_document(&late));
+  CHECK_OK(tfm_shard_writer_append(&late, some, 2));
+  CHECK_OK(tfm_shard_writer_finish(&late));
+  bytes = read_file(path, &size);
+  CHECK(bytes && size == 64 + 16 + 16);
+  CHECK_OK(tfm_shard_parse(path, bytes, size, &h));
+  CHECK(h.doc_count == 2 && h.token_count == 5 && bytes && bytes[64 + 16] == 0 && bytes[64 + 24] == 3);
+  free(bytes);
+
   /* The writer refuses ids outside the vocabulary. */
   tfm_shard_writer w;
   scratch_path(path, sizeof path, "refused.tokshard");
