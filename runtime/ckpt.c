@@ -8,11 +8,11 @@
 #include "tfmrt.h"
 
 #include "crc32.h"
+#include "fileio.h"
 #include "json.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,15 +23,6 @@
 #define METADATA_KEY "__metadata__"
 #define CRC_PREFIX "tfm.crc32."     /* + tensor name, or + METADATA_KEY */
 
-__attribute__((format(printf, 2, 3)))
-static int ckpt_fail(const char *path, const char *fmt, ...) {
-  char reason[896];
-  va_list args;
-  va_start(args, fmt);
-  vsnprintf(reason, sizeof reason, fmt, args);
-  va_end(args);
-  return tfm_fail("%s: %s", path, reason);
-}
 
 /* Bytes of a dtype[shape] tensor; false when that overflows. */
 static bool tensor_bytes(tfm_dtype dtype, size_t rank, const size_t *shape, uint64_t *bytes) {
@@ -64,7 +55,7 @@ static int compare_entries_by_key(const void *a, const void *b) {
  * order as key NUL value NUL, so it does not depend on the JSON order. */
 static int metadata_crc(const char *path, const tfm_meta *meta, uint32_t *crc) {
   const tfm_meta_entry **sorted = malloc((meta->count + 1) * sizeof *sorted);
-  if (!sorted) return ckpt_fail(path, "out of memory");
+  if (!sorted) return tfm_fail_file(path, "out of memory");
   for (size_t i = 0; i < meta->count; i++) sorted[i] = &meta->entries[i];
   qsort(sorted, meta->count, sizeof *sorted, compare_entries_by_key);
   uint32_t c = 0;
@@ -145,26 +136,26 @@ static int check_tensors_to_save(const char *path, const tfm_tensor *tensors, si
   for (size_t i = 0; i < count; i++) {
     const tfm_tensor *t = &tensors[i];
     uint64_t bytes;
-    if (!t->name || !t->name[0]) return ckpt_fail(path, "tensor %zu has no name", i);
+    if (!t->name || !t->name[0]) return tfm_fail_file(path, "tensor %zu has no name", i);
     if (strcmp(t->name, METADATA_KEY) == 0)
-      return ckpt_fail(path, "tensor name '%s' is reserved by safetensors", t->name);
+      return tfm_fail_file(path, "tensor name '%s' is reserved by safetensors", t->name);
     if (!json_is_utf8(t->name, strlen(t->name)))
-      return ckpt_fail(path, "tensor %zu: name is not valid UTF-8", i);
+      return tfm_fail_file(path, "tensor %zu: name is not valid UTF-8", i);
     if (tfm_dtype_size(t->dtype) == 0)
-      return ckpt_fail(path, "tensor '%s': invalid dtype %d", t->name, (int)t->dtype);
+      return tfm_fail_file(path, "tensor '%s': invalid dtype %d", t->name, (int)t->dtype);
     if (t->rank > TFM_MAX_RANK)
-      return ckpt_fail(path, "tensor '%s': rank %zu exceeds %d", t->name, t->rank, TFM_MAX_RANK);
+      return tfm_fail_file(path, "tensor '%s': rank %zu exceeds %d", t->name, t->rank, TFM_MAX_RANK);
     if (!tensor_bytes(t->dtype, t->rank, t->shape, &bytes))
-      return ckpt_fail(path, "tensor '%s': size overflows", t->name);
-    if (bytes > 0 && !t->data) return ckpt_fail(path, "tensor '%s' has no data", t->name);
+      return tfm_fail_file(path, "tensor '%s': size overflows", t->name);
+    if (bytes > 0 && !t->data) return tfm_fail_file(path, "tensor '%s' has no data", t->name);
   }
   const tfm_tensor **by_name = malloc((count + 1) * sizeof *by_name);
-  if (!by_name) return ckpt_fail(path, "out of memory");
+  if (!by_name) return tfm_fail_file(path, "out of memory");
   for (size_t i = 0; i < count; i++) by_name[i] = &tensors[i];
   qsort(by_name, count, sizeof *by_name, compare_tensors_by_name);
   for (size_t i = 1; i < count; i++) {
     if (strcmp(by_name[i - 1]->name, by_name[i]->name) == 0) {
-      int status = ckpt_fail(path, "two tensors are named '%s'", by_name[i]->name);
+      int status = tfm_fail_file(path, "two tensors are named '%s'", by_name[i]->name);
       free(by_name);
       return status;
     }
@@ -177,14 +168,14 @@ static int check_tensors_to_save(const char *path, const tfm_tensor *tensors, si
  * unless the caller chose a format, then the caller's entries. */
 static int metadata_to_save(const char *path, const tfm_meta *meta, tfm_meta *out) {
   if ((!meta || !tfm_meta_get(meta, "format")) && tfm_meta_set(out, "format", "pt"))
-    return ckpt_fail(path, "%s", tfm_error());
+    return tfm_fail_file(path, "%s", tfm_error());
   for (size_t i = 0; meta && i < meta->count; i++) {
     const tfm_meta_entry *e = &meta->entries[i];
     if (is_crc_key(e->key))
-      return ckpt_fail(path, "metadata key '%s' is reserved for checksums", e->key);
+      return tfm_fail_file(path, "metadata key '%s' is reserved for checksums", e->key);
     if (!json_is_utf8(e->key, strlen(e->key)) || !json_is_utf8(e->value, strlen(e->value)))
-      return ckpt_fail(path, "metadata '%s' is not valid UTF-8", e->key);
-    if (tfm_meta_set(out, e->key, e->value)) return ckpt_fail(path, "%s", tfm_error());
+      return tfm_fail_file(path, "metadata '%s' is not valid UTF-8", e->key);
+    if (tfm_meta_set(out, e->key, e->value)) return tfm_fail_file(path, "%s", tfm_error());
   }
   return TFM_OK;
 }
@@ -223,7 +214,7 @@ static int build_header(const char *path, const tfm_tensor *tensors, const size_
     char crc[9];
     snprintf(crc, sizeof crc, "%08x", (unsigned)crc32_update(0, t->data, bytes));
     char *key = crc_key(t->name);
-    if (!key) return ckpt_fail(path, "out of memory");
+    if (!key) return tfm_fail_file(path, "out of memory");
     text_json_member(header, false, key, crc);
     free(key);
   }
@@ -255,41 +246,11 @@ static int build_header(const char *path, const tfm_tensor *tensors, const size_
   }
   text_puts(header, "}");
   while ((8 + header->len) % 8 != 0) text_puts(header, " ");
-  if (header->out_of_memory) return ckpt_fail(path, "out of memory");
+  if (header->out_of_memory) return tfm_fail_file(path, "out of memory");
   if (header->len > MAX_HEADER_BYTES)
-    return ckpt_fail(path, "header of %zu bytes exceeds the safetensors limit of %u",
+    return tfm_fail_file(path, "header of %zu bytes exceeds the safetensors limit of %u",
                      header->len, MAX_HEADER_BYTES);
   return TFM_OK;
-}
-
-static int write_all(int fd, const void *data, uint64_t size) {
-  const unsigned char *p = data;
-  while (size > 0) {
-    size_t chunk = size < (1u << 30) ? (size_t)size : (1u << 30);
-    ssize_t n = write(fd, p, chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return errno;
-    p += n;
-    size -= (uint64_t)n;
-  }
-  return 0;
-}
-
-static int sync_directory_of(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char *dir;
-  if (!slash) dir = strdup(".");
-  else if (slash == path) dir = strdup("/");
-  else dir = strndup(path, (size_t)(slash - path));
-  if (!dir) return ckpt_fail(path, "out of memory");
-  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  int status = TFM_OK;
-  if (fd < 0 || fsync(fd) != 0)
-    status = ckpt_fail(path, "written, but syncing directory '%s' failed: %s", dir,
-                       strerror(errno));
-  if (fd >= 0) close(fd);
-  free(dir);
-  return status;
 }
 
 /* Writes to "<path>.tmp.<pid>" and renames it over path only once it is
@@ -298,22 +259,22 @@ static int write_atomically(const char *path, const text *header, const tfm_tens
                             const size_t *order, size_t count) {
   size_t tmp_size = strlen(path) + 32;
   char *tmp = malloc(tmp_size);
-  if (!tmp) return ckpt_fail(path, "out of memory");
+  if (!tmp) return tfm_fail_file(path, "out of memory");
   snprintf(tmp, tmp_size, "%s.tmp.%ld", path, (long)getpid());
   int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (fd < 0) {
-    int status = ckpt_fail(path, "cannot create temporary file '%s': %s", tmp, strerror(errno));
+    int status = tfm_fail_file(path, "cannot create temporary file '%s': %s", tmp, strerror(errno));
     free(tmp);
     return status;
   }
   unsigned char length[8];
   for (int i = 0; i < 8; i++) length[i] = (unsigned char)((uint64_t)header->len >> (8 * i));
-  int err = write_all(fd, length, sizeof length);
-  if (!err) err = write_all(fd, header->data, header->len);
+  int err = tfm_write_all(fd, length, sizeof length);
+  if (!err) err = tfm_write_all(fd, header->data, header->len);
   for (size_t i = 0; i < count && !err; i++) {
     const tfm_tensor *t = &tensors[order[i]];
     uint64_t bytes = checked_bytes(t);
-    err = write_all(fd, t->data, bytes);
+    err = tfm_write_all(fd, t->data, bytes);
   }
   const char *step = "writing";
   if (!err && fsync(fd) != 0) err = errno, step = "syncing";
@@ -321,12 +282,12 @@ static int write_atomically(const char *path, const text *header, const tfm_tens
   if (!err && rename(tmp, path) != 0) err = errno, step = "renaming";
   if (err) {
     unlink(tmp);
-    int status = ckpt_fail(path, "%s temporary file '%s' failed: %s", step, tmp, strerror(err));
+    int status = tfm_fail_file(path, "%s temporary file '%s' failed: %s", step, tmp, strerror(err));
     free(tmp);
     return status;
   }
   free(tmp);
-  return sync_directory_of(path);
+  return tfm_sync_directory_of(path);
 }
 
 int tfm_ckpt_save(const char *path, const tfm_tensor *tensors, size_t count,
@@ -335,7 +296,7 @@ int tfm_ckpt_save(const char *path, const tfm_tensor *tensors, size_t count,
   tfm_meta written = {0};
   text header = {0};
   size_t *order = data_order(tensors, count);
-  int status = order ? TFM_OK : ckpt_fail(path, "out of memory");
+  int status = order ? TFM_OK : tfm_fail_file(path, "out of memory");
   if (!status) status = metadata_to_save(path, meta, &written);
   if (!status) status = build_header(path, tensors, order, count, &written, &header);
   if (!status) status = write_atomically(path, &header, tensors, order, count);
@@ -377,8 +338,8 @@ static int read_exactly(const checkpoint *ck, void *buf, uint64_t size, uint64_t
     size_t chunk = size < (1u << 30) ? (size_t)size : (1u << 30);
     ssize_t n = pread(ck->fd, p, chunk, (off_t)offset);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return ckpt_fail(ck->path, "read failed: %s", strerror(errno));
-    if (n == 0) return ckpt_fail(ck->path, "file shrank while being read (truncated)");
+    if (n < 0) return tfm_fail_file(ck->path, "read failed: %s", strerror(errno));
+    if (n == 0) return tfm_fail_file(ck->path, "file shrank while being read (truncated)");
     p += n;
     size -= (uint64_t)n;
     offset += (uint64_t)n;
@@ -388,11 +349,11 @@ static int read_exactly(const checkpoint *ck, void *buf, uint64_t size, uint64_t
 
 static int read_header(checkpoint *ck) {
   struct stat st;
-  if (fstat(ck->fd, &st) != 0) return ckpt_fail(ck->path, "cannot stat: %s", strerror(errno));
-  if (!S_ISREG(st.st_mode)) return ckpt_fail(ck->path, "not a regular file");
+  if (fstat(ck->fd, &st) != 0) return tfm_fail_file(ck->path, "cannot stat: %s", strerror(errno));
+  if (!S_ISREG(st.st_mode)) return tfm_fail_file(ck->path, "not a regular file");
   uint64_t file_size = (uint64_t)st.st_size;
   if (file_size < 8)
-    return ckpt_fail(ck->path, "file is %llu bytes, too short to hold the 8-byte header "
+    return tfm_fail_file(ck->path, "file is %llu bytes, too short to hold the 8-byte header "
                      "length: truncated, or not a safetensors file",
                      (unsigned long long)file_size);
   unsigned char length[8];
@@ -400,20 +361,20 @@ static int read_header(checkpoint *ck) {
   uint64_t header_size = 0;
   for (int i = 7; i >= 0; i--) header_size = header_size << 8 | length[i];
   if (header_size > file_size - 8)
-    return ckpt_fail(ck->path, "header length %llu is beyond the end of the file (%llu bytes): "
+    return tfm_fail_file(ck->path, "header length %llu is beyond the end of the file (%llu bytes): "
                      "truncated, or not a safetensors file",
                      (unsigned long long)header_size, (unsigned long long)file_size);
   if (header_size > MAX_HEADER_BYTES)
-    return ckpt_fail(ck->path, "header length %llu exceeds the safetensors limit of %u bytes",
+    return tfm_fail_file(ck->path, "header length %llu exceeds the safetensors limit of %u bytes",
                      (unsigned long long)header_size, MAX_HEADER_BYTES);
   ck->header = malloc(header_size + 1);
-  if (!ck->header) return ckpt_fail(ck->path, "out of memory");
+  if (!ck->header) return tfm_fail_file(ck->path, "out of memory");
   if (read_exactly(ck, ck->header, header_size, 8)) return TFM_FAILED;
   if (header_size == 0 || ck->header[0] != '{')
-    return ckpt_fail(ck->path, "header does not start with '{': not a safetensors file");
+    return tfm_fail_file(ck->path, "header does not start with '{': not a safetensors file");
   char error[256];
   if (json_parse(ck->header, header_size, &ck->root, error, sizeof error))
-    return ckpt_fail(ck->path, "malformed JSON header: %s", error);
+    return tfm_fail_file(ck->path, "malformed JSON header: %s", error);
   ck->data_start = 8 + header_size;
   ck->data_size = file_size - ck->data_start;
   return TFM_OK;
@@ -422,7 +383,7 @@ static int read_header(checkpoint *ck) {
 static int parse_dtype(const checkpoint *ck, const char *name, const json_value *v,
                        tfm_dtype *dtype) {
   if (v->kind != JSON_STRING)
-    return ckpt_fail(ck->path, "tensor '%s': dtype is %s, not a string", name,
+    return tfm_fail_file(ck->path, "tensor '%s': dtype is %s, not a string", name,
                      json_kind_name(v->kind));
   static const tfm_dtype known[] = {TFM_F32, TFM_F64, TFM_I32, TFM_BF16};
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
@@ -431,21 +392,21 @@ static int parse_dtype(const checkpoint *ck, const char *name, const json_value 
       return TFM_OK;
     }
   }
-  return ckpt_fail(ck->path, "tensor '%s': unknown dtype \"%s\" (tfm reads F32, F64, I32, BF16)",
+  return tfm_fail_file(ck->path, "tensor '%s': unknown dtype \"%s\" (tfm reads F32, F64, I32, BF16)",
                    name, v->string);
 }
 
 static int parse_shape(const checkpoint *ck, stored_tensor *t, const json_value *v) {
   if (v->kind != JSON_ARRAY)
-    return ckpt_fail(ck->path, "tensor '%s': shape is %s, not an array", t->name,
+    return tfm_fail_file(ck->path, "tensor '%s': shape is %s, not an array", t->name,
                      json_kind_name(v->kind));
   if (v->child_count > TFM_MAX_RANK)
-    return ckpt_fail(ck->path, "tensor '%s': rank %zu exceeds the supported %d", t->name,
+    return tfm_fail_file(ck->path, "tensor '%s': rank %zu exceeds the supported %d", t->name,
                      v->child_count, TFM_MAX_RANK);
   t->rank = 0;
   for (const json_value *d = v->first_child; d; d = d->next) {
     if (d->kind != JSON_NUMBER || !d->is_uint)
-      return ckpt_fail(ck->path, "tensor '%s': shape entries must be non-negative integers",
+      return tfm_fail_file(ck->path, "tensor '%s': shape entries must be non-negative integers",
                        t->name);
     t->shape[t->rank++] = (size_t)d->uint;
   }
@@ -456,7 +417,7 @@ static int parse_offsets(const checkpoint *ck, stored_tensor *t, const json_valu
   const json_value *begin = v->first_child, *end = begin ? begin->next : NULL;
   if (v->kind != JSON_ARRAY || v->child_count != 2 || begin->kind != JSON_NUMBER ||
       !begin->is_uint || end->kind != JSON_NUMBER || !end->is_uint)
-    return ckpt_fail(ck->path, "tensor '%s': data_offsets must be [begin, end], two "
+    return tfm_fail_file(ck->path, "tensor '%s': data_offsets must be [begin, end], two "
                      "non-negative integers", t->name);
   t->begin = begin->uint;
   t->end = end->uint;
@@ -467,7 +428,7 @@ static int parse_offsets(const checkpoint *ck, stored_tensor *t, const json_valu
 static int parse_tensor(const checkpoint *ck, const json_value *entry, stored_tensor *t) {
   t->name = entry->key;
   if (entry->kind != JSON_OBJECT)
-    return ckpt_fail(ck->path, "tensor '%s' is %s, not an object", t->name,
+    return tfm_fail_file(ck->path, "tensor '%s' is %s, not an object", t->name,
                      json_kind_name(entry->kind));
   bool seen_dtype = false, seen_shape = false, seen_offsets = false;
   for (const json_value *field = entry->first_child; field; field = field->next) {
@@ -482,28 +443,28 @@ static int parse_tensor(const checkpoint *ck, const json_value *entry, stored_te
       seen_offsets = true;
       status = parse_offsets(ck, t, field);
     } else {
-      status = ckpt_fail(ck->path, "tensor '%s': unknown field \"%s\"", t->name, field->key);
+      status = tfm_fail_file(ck->path, "tensor '%s': unknown field \"%s\"", t->name, field->key);
     }
     if (status) return status;
   }
   const char *missing = !seen_dtype ? "dtype" : !seen_shape ? "shape"
                       : !seen_offsets ? "data_offsets" : NULL;
-  if (missing) return ckpt_fail(ck->path, "tensor '%s' has no \"%s\"", t->name, missing);
+  if (missing) return tfm_fail_file(ck->path, "tensor '%s' has no \"%s\"", t->name, missing);
   uint64_t bytes;
   char shape[128];
   format_shape(shape, sizeof shape, t->rank, t->shape);
   if (!tensor_bytes(t->dtype, t->rank, t->shape, &bytes))
-    return ckpt_fail(ck->path, "tensor '%s': shape %s overflows", t->name, shape);
+    return tfm_fail_file(ck->path, "tensor '%s': shape %s overflows", t->name, shape);
   if (t->end < t->begin)
-    return ckpt_fail(ck->path, "tensor '%s': data_offsets [%llu, %llu] end before they begin",
+    return tfm_fail_file(ck->path, "tensor '%s': data_offsets [%llu, %llu] end before they begin",
                      t->name, (unsigned long long)t->begin, (unsigned long long)t->end);
   if (t->end > ck->data_size)
-    return ckpt_fail(ck->path, "tensor '%s': data_offsets [%llu, %llu] are out of range: the "
+    return tfm_fail_file(ck->path, "tensor '%s': data_offsets [%llu, %llu] are out of range: the "
                      "data holds %llu bytes (truncated?)", t->name,
                      (unsigned long long)t->begin, (unsigned long long)t->end,
                      (unsigned long long)ck->data_size);
   if (t->end - t->begin != bytes)
-    return ckpt_fail(ck->path, "tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but "
+    return tfm_fail_file(ck->path, "tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but "
                      "%s %s needs %llu", t->name, (unsigned long long)t->begin,
                      (unsigned long long)t->end, (unsigned long long)(t->end - t->begin),
                      tfm_dtype_name(t->dtype), shape, (unsigned long long)bytes);
@@ -524,16 +485,16 @@ static int check_layout(const checkpoint *ck, stored_tensor **by_offset) {
   for (size_t i = 0; i < ck->count; i++) {
     const stored_tensor *t = by_offset[i];
     if (t->begin < covered)
-      return ckpt_fail(ck->path, "tensors '%s' and '%s' overlap in the data region",
+      return tfm_fail_file(ck->path, "tensors '%s' and '%s' overlap in the data region",
                        by_offset[i - 1]->name, t->name);
     if (t->begin > covered)
-      return ckpt_fail(ck->path, "data bytes [%llu, %llu) before tensor '%s' belong to no "
+      return tfm_fail_file(ck->path, "data bytes [%llu, %llu) before tensor '%s' belong to no "
                        "tensor", (unsigned long long)covered, (unsigned long long)t->begin,
                        t->name);
     covered = t->end;
   }
   if (covered != ck->data_size)
-    return ckpt_fail(ck->path, "%llu bytes after the last tensor belong to no tensor",
+    return tfm_fail_file(ck->path, "%llu bytes after the last tensor belong to no tensor",
                      (unsigned long long)(ck->data_size - covered));
   return TFM_OK;
 }
@@ -562,20 +523,20 @@ static bool parse_crc(const char *text, uint32_t *crc) {
 
 static int parse_metadata(checkpoint *ck, const json_value *object) {
   if (object->kind != JSON_OBJECT)
-    return ckpt_fail(ck->path, "\"" METADATA_KEY "\" is %s, not an object",
+    return tfm_fail_file(ck->path, "\"" METADATA_KEY "\" is %s, not an object",
                      json_kind_name(object->kind));
   for (const json_value *e = object->first_child; e; e = e->next) {
     if (e->kind != JSON_STRING)
-      return ckpt_fail(ck->path, "metadata '%s' is %s, not a string", e->key,
+      return tfm_fail_file(ck->path, "metadata '%s' is %s, not a string", e->key,
                        json_kind_name(e->kind));
     if (!is_crc_key(e->key)) {
       if (tfm_meta_set(&ck->meta, e->key, e->string))
-        return ckpt_fail(ck->path, "%s", tfm_error());
+        return tfm_fail_file(ck->path, "%s", tfm_error());
       continue;
     }
     uint32_t crc;
     if (!parse_crc(e->string, &crc))
-      return ckpt_fail(ck->path, "metadata '%s' is \"%s\", not a CRC32 of 8 lowercase hex digits",
+      return tfm_fail_file(ck->path, "metadata '%s' is \"%s\", not a CRC32 of 8 lowercase hex digits",
                        e->key, e->string);
     const char *target = e->key + strlen(CRC_PREFIX);
     if (strcmp(target, METADATA_KEY) == 0) {
@@ -584,7 +545,7 @@ static int parse_metadata(checkpoint *ck, const json_value *object) {
       continue;
     }
     stored_tensor *t = find_stored(ck, target);
-    if (!t) return ckpt_fail(ck->path, "metadata '%s' is a checksum of a tensor not in the file",
+    if (!t) return tfm_fail_file(ck->path, "metadata '%s' is a checksum of a tensor not in the file",
                              e->key);
     t->has_crc = true;
     t->crc = crc;
@@ -599,19 +560,19 @@ static int check_checksums_complete(const checkpoint *ck) {
   for (size_t i = 0; i < ck->count && !any; i++) any = ck->tensors[i].has_crc;
   if (!any) return TFM_OK;
   if (!ck->has_meta_crc)
-    return ckpt_fail(ck->path, "checksums incomplete: no \"" CRC_PREFIX METADATA_KEY "\" (the "
+    return tfm_fail_file(ck->path, "checksums incomplete: no \"" CRC_PREFIX METADATA_KEY "\" (the "
                      "file is corrupted)");
   for (size_t i = 0; i < ck->count; i++)
     if (!ck->tensors[i].has_crc)
-      return ckpt_fail(ck->path, "checksums incomplete: tensor '%s' has none (the file is "
+      return tfm_fail_file(ck->path, "checksums incomplete: tensor '%s' has none (the file is "
                        "corrupted)", ck->tensors[i].name);
   return TFM_OK;
 }
 
 static int parse_entries(checkpoint *ck) {
-  if (ck->root->kind != JSON_OBJECT) return ckpt_fail(ck->path, "header is not a JSON object");
+  if (ck->root->kind != JSON_OBJECT) return tfm_fail_file(ck->path, "header is not a JSON object");
   ck->tensors = calloc(ck->root->child_count + 1, sizeof *ck->tensors);
-  if (!ck->tensors) return ckpt_fail(ck->path, "out of memory");
+  if (!ck->tensors) return tfm_fail_file(ck->path, "out of memory");
   const json_value *metadata = NULL;
   for (const json_value *e = ck->root->first_child; e; e = e->next) {
     if (strcmp(e->key, METADATA_KEY) == 0) metadata = e;
@@ -624,7 +585,7 @@ static int parse_entries(checkpoint *ck) {
     uint32_t crc;
     if (metadata_crc(ck->path, &ck->meta, &crc)) return TFM_FAILED;
     if (crc != ck->meta_crc)
-      return ckpt_fail(ck->path, "metadata checksum mismatch (stored %08x, computed %08x): the "
+      return tfm_fail_file(ck->path, "metadata checksum mismatch (stored %08x, computed %08x): the "
                        "file is corrupted", (unsigned)ck->meta_crc, (unsigned)crc);
   }
   return TFM_OK;
@@ -633,7 +594,7 @@ static int parse_entries(checkpoint *ck) {
 static int match_expected(checkpoint *ck, const tfm_tensor *tensors, size_t count) {
   for (size_t i = 0; i < count; i++)
     if (!tensors[i].name || tensors[i].rank > TFM_MAX_RANK)
-      return ckpt_fail(ck->path, "the model's tensor %zu has no name or a rank above %d", i,
+      return tfm_fail_file(ck->path, "the model's tensor %zu has no name or a rank above %d", i,
                        TFM_MAX_RANK);
   for (size_t i = 0; i < count; i++) {
     const tfm_tensor *want = &tensors[i];
@@ -647,12 +608,12 @@ static int match_expected(checkpoint *ck, const tfm_tensor *tensors, size_t coun
         if (!expected) extra = &ck->tensors[j];
       }
       if (extra)
-        return ckpt_fail(ck->path, "missing tensor '%s' that the model expects (the file has "
+        return tfm_fail_file(ck->path, "missing tensor '%s' that the model expects (the file has "
                          "unexpected tensor '%s' instead)", want->name, extra->name);
-      return ckpt_fail(ck->path, "missing tensor '%s' that the model expects", want->name);
+      return tfm_fail_file(ck->path, "missing tensor '%s' that the model expects", want->name);
     }
     if (t->dtype != want->dtype)
-      return ckpt_fail(ck->path, "tensor '%s' is %s in the file but the model expects %s",
+      return tfm_fail_file(ck->path, "tensor '%s' is %s in the file but the model expects %s",
                        want->name, tfm_dtype_name(t->dtype), tfm_dtype_name(want->dtype));
     bool same_shape = t->rank == want->rank;
     for (size_t d = 0; d < t->rank && same_shape; d++) same_shape = t->shape[d] == want->shape[d];
@@ -660,17 +621,17 @@ static int match_expected(checkpoint *ck, const tfm_tensor *tensors, size_t coun
       char have[256], need[256];
       format_shape(have, sizeof have, t->rank, t->shape);
       format_shape(need, sizeof need, want->rank, want->shape);
-      return ckpt_fail(ck->path, "tensor '%s' has shape %s in the file but the model expects %s",
+      return tfm_fail_file(ck->path, "tensor '%s' has shape %s in the file but the model expects %s",
                        want->name, have, need);
     }
     if (t->end > t->begin && !want->data)
-      return ckpt_fail(ck->path, "tensor '%s': the model gave no buffer to load it into",
+      return tfm_fail_file(ck->path, "tensor '%s': the model gave no buffer to load it into",
                        want->name);
     t->target = want;
   }
   for (size_t j = 0; j < ck->count; j++)
     if (!ck->tensors[j].target)
-      return ckpt_fail(ck->path, "unexpected tensor '%s': the model has no such parameter",
+      return tfm_fail_file(ck->path, "unexpected tensor '%s': the model has no such parameter",
                        ck->tensors[j].name);
   return TFM_OK;
 }
@@ -682,7 +643,7 @@ static int read_tensors(const checkpoint *ck, stored_tensor **by_offset) {
     if (read_exactly(ck, t->target->data, bytes, ck->data_start + t->begin)) return TFM_FAILED;
     uint32_t crc = crc32_update(0, t->target->data, bytes);
     if (t->has_crc && crc != t->crc)
-      return ckpt_fail(ck->path, "tensor '%s': checksum mismatch (stored %08x, computed %08x): "
+      return tfm_fail_file(ck->path, "tensor '%s': checksum mismatch (stored %08x, computed %08x): "
                        "the file is corrupted", t->name, (unsigned)t->crc, (unsigned)crc);
   }
   return TFM_OK;
@@ -694,7 +655,7 @@ typedef int (*attach_targets)(checkpoint *ck, void *context);
 static int load(checkpoint *ck, attach_targets attach, void *context) {
   if (read_header(ck) || parse_entries(ck)) return TFM_FAILED;
   stored_tensor **by_offset = malloc((ck->count + 1) * sizeof *by_offset);
-  if (!by_offset) return ckpt_fail(ck->path, "out of memory");
+  if (!by_offset) return tfm_fail_file(ck->path, "out of memory");
   for (size_t i = 0; i < ck->count; i++) by_offset[i] = &ck->tensors[i];
   qsort(by_offset, ck->count, sizeof *by_offset, compare_by_offsets);
   int status = check_layout(ck, by_offset);
@@ -714,7 +675,7 @@ static int open_and_load(const char *path, attach_targets attach, void *context,
                          tfm_meta *meta) {
   checkpoint ck = {.path = path};
   ck.fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (ck.fd < 0) return ckpt_fail(path, "cannot open: %s", strerror(errno));
+  if (ck.fd < 0) return tfm_fail_file(path, "cannot open: %s", strerror(errno));
   int status = load(&ck, attach, context);
   close(ck.fd);
   free(ck.header);
@@ -753,7 +714,7 @@ typedef struct {
 static int attach_allocated(checkpoint *ck, void *context) {
   read_tensors_out *out = context;
   out->tensors = calloc(ck->count + 1, sizeof *out->tensors);
-  if (!out->tensors) return ckpt_fail(ck->path, "out of memory");
+  if (!out->tensors) return tfm_fail_file(ck->path, "out of memory");
   for (size_t i = 0; i < ck->count; i++) {
     stored_tensor *t = &ck->tensors[i];
     tfm_tensor *mine = &out->tensors[out->count++];
@@ -763,7 +724,7 @@ static int attach_allocated(checkpoint *ck, void *context) {
     memcpy(mine->shape, t->shape, sizeof t->shape);
     /* One byte at least, so an empty tensor has a buffer that frees. */
     mine->data = malloc(t->end - t->begin + 1);
-    if (!mine->name || !mine->data) return ckpt_fail(ck->path, "out of memory");
+    if (!mine->name || !mine->data) return tfm_fail_file(ck->path, "out of memory");
     t->target = mine;
   }
   return TFM_OK;

@@ -38,11 +38,18 @@ static const char usage[] =
     "  attention --load CKPT --text T --html FILE: the attention maps of every layer\n"
     "            and head for one text (a translation model: a source, translated\n"
     "            greedily, or 'source<TAB>target') as a self-contained HTML page\n"
+    "  tokenize  --data TEXT --out FILE_OR_FOLDER [--shard-size N]: the text as token\n"
+    "            shards for train/eval --data (language models; each line a document;\n"
+    "            the vocabulary: --vocab FILE, else the text's bytes, as train builds\n"
+    "            it), written beside them as FILE.vocab or FOLDER/vocab\n"
     "  info      the model's config and buffers\n"
     "\n"
     "options:\n"
-    "  --data FILE        training data: pairs 'source<TAB>target' (translation) or text\n"
-    "  --test FILE        held-out pairs for eval and the end of training (translation)\n"
+    "  --data FILE        training data: pairs 'source<TAB>target' (translation), text,\n"
+    "                     or token shards (language models): a FILE.tokshard, a folder\n"
+    "                     of *.tokshard, or a quoted glob pattern; eval --test likewise\n"
+    "  --test FILE        held-out pairs for eval and the end of training (translation);\n"
+    "                     shards: eval's data, and the held-out loss of train --metrics\n"
     "  --steps N          train until step N (default 1000)\n"
     "  --save FILE        checkpoint file (safetensors), written atomically\n"
     "  --every N          also checkpoint every N steps (default: only at the end)\n"
@@ -73,7 +80,10 @@ static const char usage[] =
     "                     each translation and save the model output NAME per pair\n"
     "  --dump-file FILE   where --dump writes: safetensors, tensor NAME.I per pair I\n"
     "                     (output shape less the batch axis), metadata src.I/tgt.I\n"
-    "  --out FILE         average: the checkpoint to write\n"
+    "  --out FILE         average: the checkpoint to write; tokenize: the shard file, or\n"
+    "                     the folder of shards (with --shard-size, or when it exists)\n"
+    "  --shard-size N     tokenize: at most N tokens per shard, written as\n"
+    "                     FOLDER/00000.tokshard, 00001.tokshard, ... (default: one file)\n"
     "  --text T           attention: the text (character models: at most the model's\n"
     "                     window; translation: a source, or 'source<TAB>target')\n"
     "  --html FILE        attention: the page to write\n"
@@ -117,7 +127,7 @@ static const tfm_buffer_desc *find_desc(const tfm_graph_desc *g, const char *nam
 }
 
 /* Shapes from the compiled forward graph: batch rows, lengths, classes. */
-static int task_shapes(Task *t) {
+int cli_task_shapes(Task *t) {
   const tfm_graph_desc *f = tfm_model.forward;
   const tfm_buffer_desc *src = find_desc(f, "src", TFM_ROLE_INPUT);
   const tfm_buffer_desc *tgt = find_desc(f, "tgt_in", TFM_ROLE_INPUT);
@@ -158,8 +168,14 @@ static int check_vocab_fits(const Task *t) {
 }
 
 /* Training: build (or read, when resuming) the vocabulary and load the data. */
+static int task_open_shards_train(Task *t, const Cli *c);
+
 static int task_open_train(Task *t, const Cli *c) {
   char buf[4096];
+  if (cli_shards_named(c->data))
+    return t->translation ? tfm_fail("%s: token shards are data for language models "
+                                     "(tokens/targets)", c->data)
+                          : task_open_shards_train(t, c);
   const char *vpath = vocab_file(c, c->save, buf, sizeof buf);
   FILE *existing = vpath && c->resume ? fopen(vpath, "r") : NULL;
   int status;
@@ -184,6 +200,22 @@ static int task_open_train(Task *t, const Cli *c) {
   return tfm_chars_load(&t->chars, c->data, &t->vocab, t->window, HELD_OUT);
 }
 
+/* Token shards (language models): the vocabulary, when the shards have
+ * one, goes beside the checkpoint as a text's does; --test shards are the
+ * held-out data of --metrics. */
+static int task_open_shards_train(Task *t, const Cli *c) {
+  char saved[4096];
+  int found = 0;
+  t->sharded = 1;
+  if (cli_shards_vocab(t, c, c->data, &found)) return TFM_FAILED;
+  snprintf(saved, sizeof saved, "%s.vocab", c->save ? c->save : "");
+  if (found && c->save && !(c->vocab_path && !strcmp(c->vocab_path, saved)) &&
+      tfm_vocab_write(&t->vocab, saved))
+    return TFM_FAILED;
+  if (tfm_shards_open(&t->shards, c->data, t->window, t->model_vocab)) return TFM_FAILED;
+  return c->test && tfm_shards_open(&t->test_shards, c->test, t->window, t->model_vocab);
+}
+
 static int batch_into(void *ctx, tfm_graph *g, uint64_t step, uint64_t *tokens) {
   Task *t = ctx;
   if (t->translation) {
@@ -194,6 +226,10 @@ static int batch_into(void *ctx, tfm_graph *g, uint64_t step, uint64_t *tokens) 
     return tfm_pairs_train_batch(&t->train_pairs, t->seed, step - 1, &b);
   }
   *tokens = t->rows * t->window;
+  if (t->sharded)
+    return tfm_shards_train_batch(&t->shards, t->seed, step - 1, t->rows,
+                                  tfm_graph_buffer(g, "tokens", TFM_ROLE_INPUT, NULL),
+                                  tfm_graph_buffer(g, "targets", TFM_ROLE_INPUT, NULL));
   return tfm_chars_train_batch(&t->chars, t->seed, step - 1, t->rows,
                                tfm_graph_buffer(g, "tokens", TFM_ROLE_INPUT, NULL),
                                tfm_graph_buffer(g, "targets", TFM_ROLE_INPUT, NULL));
@@ -493,6 +529,7 @@ static int held_out_loss(Task *t, tfm_graph *fwd, tfm_pool *pool, size_t max_bat
   float *loss = tfm_graph_buffer(fwd, "loss", TFM_ROLE_OUTPUT, NULL);
   if (!loss) return tfm_fail("model %s has no output 'loss'", tfm_model.name);
   size_t batches = t->translation ? tfm_pairs_batch_count(&t->test_pairs, t->rows)
+                   : t->sharded   ? tfm_shards_eval_batch_count(&t->test_shards, t->rows)
                                   : tfm_chars_eval_batch_count(&t->chars, t->rows);
   if (!batches) return tfm_fail("no held-out data to evaluate");
   if (max_batches && batches > max_batches) batches = max_batches;
@@ -505,6 +542,10 @@ static int held_out_loss(Task *t, tfm_graph *fwd, tfm_pool *pool, size_t max_bat
                               tfm_graph_buffer(fwd, "tgt_in", TFM_ROLE_INPUT, NULL),
                               tfm_graph_buffer(fwd, "tgt_out", TFM_ROLE_INPUT, NULL)};
       status = tfm_pairs_eval_batch(&t->test_pairs, b, &batch, &filled);
+    } else if (t->sharded) {
+      status = tfm_shards_eval_batch(&t->test_shards, b, t->rows,
+                                     tfm_graph_buffer(fwd, "tokens", TFM_ROLE_INPUT, NULL),
+                                     tfm_graph_buffer(fwd, "targets", TFM_ROLE_INPUT, NULL), &filled);
     } else {
       status = tfm_chars_eval_batch(&t->chars, b, t->rows,
                                     tfm_graph_buffer(fwd, "tokens", TFM_ROLE_INPUT, NULL),
@@ -526,7 +567,9 @@ enum { METRICS_HELD_OUT_BATCHES = 16 };
 static int held_out_during_training(void *ctx, tfm_graph *trained, double *loss) {
   Task *t = ctx;
   *loss = NAN;
-  if (t->translation ? !t->test_pairs.count : !tfm_chars_eval_batch_count(&t->chars, t->rows))
+  if (t->translation ? !t->test_pairs.count
+      : t->sharded  ? !tfm_shards_eval_batch_count(&t->test_shards, t->rows)
+                    : !tfm_chars_eval_batch_count(&t->chars, t->rows))
     return TFM_OK;
   if (!t->held_out_open) {
     if (tfm_graph_open(&t->held_out, tfm_model.forward)) return TFM_FAILED;
@@ -555,7 +598,7 @@ static int cmd_train(const char *prog, const Cli *c, tfm_pool *pool) {
   if (!tfm_model.train)
     return tfm_fail("model %s has no train block; it cannot be trained", tfm_model.name), cli_fail(prog);
   Task t = {.seed = c->seed, .cli = c, .pool = pool};
-  if (task_shapes(&t) || task_open_train(&t, c)) return cli_fail(prog);
+  if (cli_task_shapes(&t) || task_open_train(&t, c)) return cli_fail(prog);
   tfm_train_options o = {.model = &tfm_model, .steps = c->steps, .seed = c->seed,
                          .save_path = c->save, .save_every = c->every, .keep = c->keep,
                          .resume = c->resume,
@@ -569,6 +612,8 @@ static int cmd_train(const char *prog, const Cli *c, tfm_pool *pool) {
   tfm_pairs_free(&t.train_pairs);
   tfm_pairs_free(&t.test_pairs);
   tfm_chars_free(&t.chars);
+  tfm_shards_close(&t.shards);
+  tfm_shards_close(&t.test_shards);
   tfm_vocab_free(&t.vocab);
   return status ? cli_fail(prog) : 0;
 }
@@ -580,8 +625,13 @@ int cli_open_trained(const char *prog, const Cli *c, Task *t, const tfm_graph_de
   char buf[4096];
   if (!c->load) return cli_usage_error(prog, "%s", "this command needs --load CHECKPOINT");
   if (!desc) return tfm_fail("model %s has no forward graph", tfm_model.name), cli_fail(prog);
-  if (task_shapes(t) || tfm_vocab_read(&t->vocab, vocab_file(c, c->load, buf, sizeof buf)) ||
-      check_vocab_fits(t) || tfm_graph_open(g, desc))
+  /* Token shards need no vocabulary: theirs, if any, is checked at open. */
+  const char *vpath = vocab_file(c, c->load, buf, sizeof buf);
+  FILE *vocab = t->sharded && !c->vocab_path ? fopen(vpath, "r") : NULL;
+  if (vocab) fclose(vocab);
+  int need_vocab = !t->sharded || c->vocab_path || vocab;
+  if (cli_task_shapes(t) || (need_vocab && (tfm_vocab_read(&t->vocab, vpath) || check_vocab_fits(t))) ||
+      tfm_graph_open(g, desc))
     return cli_fail(prog);
   /* The checkpoint holds the train graph's params and optimizer state. */
   tfm_graph train;
@@ -598,7 +648,7 @@ int cli_open_trained(const char *prog, const Cli *c, Task *t, const tfm_graph_de
 /* eval: held-out loss, and for translation exact match (showing --show
  * examples); translate: every translation of the pairs. */
 static int cmd_eval_or_translate(const char *prog, const Cli *c, tfm_pool *pool) {
-  Task t = {.cli = c};
+  Task t = {.cli = c, .sharded = !strcmp(c->command, "eval") && cli_shards_named(c->test ? c->test : c->data)};
   tfm_graph fwd;
   int status = cli_open_trained(prog, c, &t, tfm_model.forward, &fwd);
   if (status) return status;
@@ -609,7 +659,11 @@ static int cmd_eval_or_translate(const char *prog, const Cli *c, tfm_pool *pool)
     return tfm_fail("translate is for translation models; use generate"), cli_fail(prog);
   if (!t.translation && (c->beam || c->scores || c->dump))
     return tfm_fail("--beam, --scores and --dump are for translation models"), cli_fail(prog);
+  if (t.sharded && t.translation)
+    return tfm_fail("%s: token shards are data for language models (tokens/targets)", file),
+           cli_fail(prog);
   status = t.translation ? tfm_pairs_load(&t.test_pairs, file, &t.vocab, t.src_len, t.tgt_len)
+           : t.sharded   ? tfm_shards_open(&t.test_shards, file, t.window, t.model_vocab)
                          : tfm_chars_load(&t.chars, file, &t.vocab, t.window, HELD_OUT);
   double loss = 0;
   if (!status && !translate && !(status = held_out_loss(&t, &fwd, pool, 0, &loss)))
@@ -618,6 +672,7 @@ static int cmd_eval_or_translate(const char *prog, const Cli *c, tfm_pool *pool)
     status = evaluate_translation(&t, &fwd, pool, translate ? (uint64_t)-1 : c->show);
   tfm_pairs_free(&t.test_pairs);
   tfm_chars_free(&t.chars);
+  tfm_shards_close(&t.test_shards);
   tfm_vocab_free(&t.vocab);
   tfm_graph_close(&fwd);
   return status ? cli_fail(prog) : 0;
@@ -735,7 +790,8 @@ int main(int argc, char **argv) {
                   : !strcmp(a, "--seed") ? &c.seed : !strcmp(a, "--log-every") ? &c.log_every
                   : !strcmp(a, "--threads") ? &c.threads : !strcmp(a, "--length") ? &c.length
                   : !strcmp(a, "--show") ? &c.show : !strcmp(a, "--beam") ? &c.beam
-                  : !strcmp(a, "--keep") ? &c.keep : NULL;
+                  : !strcmp(a, "--keep") ? &c.keep : !strcmp(a, "--shard-size") ? &c.shard_size
+                  : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf(usage, prog);
       return 0;
@@ -778,6 +834,7 @@ int main(int argc, char **argv) {
                                    "checkpoint as --save and add --resume");
   if (!strcmp(c.command, "average")) return cmd_average(prog, &c);
   if (!strcmp(c.command, "info")) return cmd_info();
+  if (!strcmp(c.command, "tokenize")) return cli_tokenize(prog, &c);
   tfm_pool *pool = NULL;
   if (tfm_pool_create(&pool, (size_t)c.threads)) return cli_fail(prog);
   if (c.profile) tfm_profile_start();
@@ -788,7 +845,7 @@ int main(int argc, char **argv) {
   else if (!strcmp(c.command, "generate")) status = cmd_generate(prog, &c, pool);
   else if (!strcmp(c.command, "attention")) status = cli_attention(prog, &c, pool);
   else status = cli_usage_error(prog, "unknown command '%s' (train, eval, translate, generate, "
-                                      "attention, average, info)", c.command);
+                                      "attention, average, tokenize, info)", c.command);
   /* Also after a failure: the steps that ran are still worth seeing. */
   if (c.profile) tfm_profile_report(stderr);
   tfm_pool_destroy(pool);

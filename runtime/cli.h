@@ -4,6 +4,7 @@
 #define TFMRT_CLI_H
 #include <stdint.h>
 
+#include "shard.h"
 #include "train.h"
 
 extern const tfm_model_info tfm_model;
@@ -18,6 +19,7 @@ typedef struct Cli {
   const char *layer, *head, *outputs; /* attention --layer L --head H --output A,B */
   uint64_t steps, every, keep, seed, log_every, threads, length, show;
   uint64_t beam;            /* 0: greedy decoding (no --beam) */
+  uint64_t shard_size;      /* tokenize --shard-size N: tokens per shard (0: one file) */
   double alpha;
   int resume, scores, profile;
   size_t num_paths;         /* average: the checkpoints */
@@ -29,6 +31,8 @@ typedef struct Task {
   tfm_vocab vocab;
   tfm_pairs train_pairs, test_pairs;
   tfm_chars chars;
+  int sharded;              /* --data (train) or the held-out data (eval) are token shards */
+  tfm_shards shards, test_shards;
   size_t rows, src_len, tgt_len, window;
   int64_t model_vocab;      /* classes of the logits */
   uint64_t seed;
@@ -37,6 +41,10 @@ typedef struct Task {
   tfm_graph held_out;       /* train --metrics: the forward graph for test_loss */
   int held_out_open;
 } Task;
+
+/* The task's shapes from the compiled forward graph: translation or a
+ * language model, batch rows, lengths, the logits' classes. */
+int cli_task_shapes(Task *t);
 
 /* "PROG: MESSAGE" (fmt with one %s) and the hint to run --help; returns 2. */
 int cli_usage_error(const char *prog, const char *fmt, const char *arg);
@@ -57,5 +65,14 @@ void cli_greedy_translate(Task *t, tfm_graph *g, tfm_pool *pool, int32_t *out, d
 
 /* attention: the page of the model's attention maps for one text. */
 int cli_attention(const char *prog, const Cli *c, tfm_pool *pool);
+
+/* tokenize: text to token shards (shard_cmd.c). */
+int cli_tokenize(const char *prog, const Cli *c);
+/* Whether spec names token shards (tfm_shards_named); 0 for NULL. */
+int cli_shards_named(const char *spec);
+/* The vocabulary of shard data spec when it has one (--vocab, else
+ * FOLDER/vocab or SHARD.vocab, which tokenize writes): read into t->vocab
+ * and checked against the model; *found says whether there was one. */
+int cli_shards_vocab(Task *t, const Cli *c, const char *spec, int *found);
 
 #endif

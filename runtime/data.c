@@ -21,7 +21,7 @@ static uint64_t splitmix_next(uint64_t *state) {
   return z ^ (z >> 31);
 }
 
-static uint64_t hash3(uint64_t a, uint64_t b, uint64_t c) {
+uint64_t tfm_data_hash(uint64_t a, uint64_t b, uint64_t c) {
   uint64_t state = a;
   state = splitmix_next(&state) ^ b;
   state = splitmix_next(&state) ^ c;
@@ -29,7 +29,7 @@ static uint64_t hash3(uint64_t a, uint64_t b, uint64_t c) {
 }
 
 void tfm_data_shuffle(size_t *order, size_t count, uint64_t seed, uint64_t epoch) {
-  uint64_t state = hash3(seed, epoch, 0);
+  uint64_t state = tfm_data_hash(seed, epoch, 0);
   for (size_t i = 0; i < count; i++) order[i] = i;
   for (size_t i = count; i > 1; i--) { /* Fisher-Yates */
     size_t j = (size_t)(splitmix_next(&state) % i);
@@ -391,19 +391,29 @@ int tfm_vocab_build_pairs(tfm_vocab *vocab, const char *tsv_path, size_t max_cou
   return status;
 }
 
+/* Streams the file (it may be larger than memory) into 256 counts. */
 int tfm_vocab_build_bytes(tfm_vocab *vocab, const char *text_path) {
-  unsigned char *bytes;
-  size_t size;
-  if (read_whole_file(text_path, &bytes, &size)) return TFM_FAILED;
-  if (size == 0) {
-    free(bytes);
-    return tfm_fail("%s: empty file", text_path);
+  FILE *file = fopen(text_path, "rb");
+  if (!file) return tfm_fail("%s: cannot open: %s", text_path, strerror(errno));
+  size_t byte_counts[256] = {0}, size = 0, got;
+  unsigned char chunk[65536];
+  while ((got = fread(chunk, 1, sizeof chunk, file)) > 0) {
+    for (size_t i = 0; i < got; i++) byte_counts[chunk[i]]++;
+    size += got;
   }
+  int status = ferror(file) ? tfm_fail("%s: read error: %s", text_path, strerror(errno)) : TFM_OK;
+  fclose(file);
+  if (status) return status;
+  if (size == 0) return tfm_fail("%s: empty file", text_path);
   token_counts counts;
-  int status = counts_start(&counts);
-  for (size_t i = 0; i < size && !status; i++) status = count_token(&counts, bytes + i, 1);
+  status = counts_start(&counts);
+  for (int byte = 0; byte < 256 && !status; byte++) {
+    if (!byte_counts[byte]) continue;
+    unsigned char token = (unsigned char)byte;
+    status = count_token(&counts, &token, 1);
+    if (!status) counts.counts[counts.seen.count - 1] = byte_counts[byte];
+  }
   if (!status) status = vocab_from_counts(vocab, &counts, 0);
-  free(bytes);
   counts_free(&counts);
   return status;
 }
@@ -697,8 +707,8 @@ int tfm_chars_load(tfm_chars *chars, const char *path, const tfm_vocab *vocab, s
   if (window == 0) return tfm_fail("%s: a window of 0 bytes", path);
   if (!(heldout_fraction >= 0 && heldout_fraction < 1))
     return tfm_fail("%s: held-out fraction %g is not in [0, 1)", path, heldout_fraction);
-  unsigned char *bytes;
-  size_t size;
+  unsigned char *bytes = NULL;
+  size_t size = 0;
   if (read_whole_file(path, &bytes, &size)) return TFM_FAILED;
   tfm_chars loaded = {.window = window, .count = size};
   size_t heldout = (size_t)((double)size * heldout_fraction);
@@ -746,7 +756,7 @@ int tfm_chars_train_batch(const tfm_chars *chars, uint64_t seed, uint64_t step, 
   if (!chars->ids) return tfm_fail("chars: none loaded");
   size_t starts = chars->train_count - chars->window; /* windows that end inside training */
   for (size_t row = 0; row < rows; row++)
-    fill_window(chars, (size_t)(hash3(seed, step, row) % starts), row, tokens, targets);
+    fill_window(chars, (size_t)(tfm_data_hash(seed, step, row) % starts), row, tokens, targets);
   return TFM_OK;
 }
 

@@ -14,3 +14,12 @@ int tfm_fail(const char *fmt, ...) {
   va_end(args);
   return TFM_FAILED;
 }
+
+int tfm_fail_file(const char *path, const char *fmt, ...) {
+  char reason[896];
+  va_list args;
+  va_start(args, fmt);
+  vsnprintf(reason, sizeof reason, fmt, args);
+  va_end(args);
+  return tfm_fail("%s: %s", path, reason);
+}

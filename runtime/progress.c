@@ -3,6 +3,7 @@
 #include "tfmrt.h"
 
 #include <time.h>
+#include <unistd.h>
 
 static double monotonic_seconds(void) {
   struct timespec now;
@@ -52,4 +53,54 @@ int tfm_progress_report(tfm_progress *progress, uint64_t step, double loss, doub
   if (fprintf(progress->out, "%s\n", line) < 0 || fflush(progress->out) != 0)
     return tfm_fail("progress: cannot write the progress line");
   return TFM_OK;
+}
+
+/* --- the bar of a job measured in bytes ---------------------------------------- */
+
+enum { BAR_WIDTH = 30 };
+
+int tfm_progress_bar_format(char *buf, size_t size, const char *label, uint64_t done,
+                            uint64_t total, double bytes_per_second) {
+  double fraction = total ? (double)(done < total ? done : total) / (double)total : 1;
+  char bar[BAR_WIDTH + 1], eta[32];
+  int filled = (int)(fraction * BAR_WIDTH);
+  for (int i = 0; i < BAR_WIDTH; i++) bar[i] = i < filled ? '#' : '.';
+  bar[BAR_WIDTH] = '\0';
+  double left = bytes_per_second > 0 ? (double)(total - (done < total ? done : total)) /
+                                           bytes_per_second : -1;
+  if (left >= 0 && left < 1e9) {
+    unsigned long long s = (unsigned long long)(left + 0.5);
+    snprintf(eta, sizeof eta, "%llu:%02llu:%02llu", s / 3600, s / 60 % 60, s % 60);
+  } else {
+    snprintf(eta, sizeof eta, "--");
+  }
+  int len = snprintf(buf, size, "%s [%s] %3d%%  %.1f MB/s  ETA %s", label, bar,
+                     (int)(fraction * 100), bytes_per_second / 1e6, eta);
+  if (len < 0 || (size_t)len >= size)
+    return tfm_fail("progress: line of %d characters does not fit in %zu", len, size);
+  return TFM_OK;
+}
+
+void tfm_progress_bar_start(tfm_progress_bar_state *bar, FILE *out, const char *label,
+                            uint64_t total) {
+  *bar = (tfm_progress_bar_state){out, label, total, monotonic_seconds(),
+                                  isatty(fileno(out)), -1, 0};
+}
+
+void tfm_progress_bar(tfm_progress_bar_state *bar, uint64_t done) {
+  double now = monotonic_seconds(), elapsed = now - bar->start_seconds;
+  int finished = done >= bar->total;
+  int tenth = bar->total ? (int)((double)(done < bar->total ? done : bar->total) * 10 /
+                                 (double)bar->total) : 10;
+  /* A terminal: at most 10 redraws a second; a file or pipe: each tenth. */
+  if (bar->terminal ? !finished && now - bar->last_draw < 0.1 : tenth == bar->last_tenth) return;
+  bar->last_draw = now;
+  bar->last_tenth = tenth;
+  char line[256];
+  if (tfm_progress_bar_format(line, sizeof line, bar->label, done, bar->total,
+                              elapsed > 0 ? (double)done / elapsed : 0))
+    return;
+  fprintf(bar->out, bar->terminal ? "\r%s%s" : "%s%s", line,
+          bar->terminal && !finished ? "" : "\n");
+  fflush(bar->out);
 }

@@ -26,6 +26,9 @@ const char *tfm_error(void);
  * a failing path can `return tfm_fail("...", ...);`. */
 int tfm_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* tfm_fail with the message "path: reason", for refusals of a file. */
+int tfm_fail_file(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* --- tensors and checkpoint metadata -------------------------------------- */
 
 typedef enum { TFM_F32, TFM_F64, TFM_I32, TFM_BF16 } tfm_dtype;
@@ -193,6 +196,25 @@ int tfm_progress_format(char *buf, size_t size, uint64_t step, uint64_t total_st
                         double loss, double lr, double tokens_per_second,
                         double eta_seconds);
 
+/* A bar for work measured in bytes (tokenize): "LABEL [#####.....]  45%
+ * 12.3 MB/s  ETA 0:00:07". tfm_progress_bar_format writes it (no newline);
+ * tfm_progress_bar redraws it in place on a terminal and, elsewhere, prints
+ * a line at each tenth of the work; done == total ends the line. */
+typedef struct {
+  FILE *out;
+  const char *label;
+  uint64_t total;
+  double start_seconds;
+  int terminal, last_tenth;
+  double last_draw;
+} tfm_progress_bar_state;
+
+int tfm_progress_bar_format(char *buf, size_t size, const char *label, uint64_t done,
+                            uint64_t total, double bytes_per_second);
+void tfm_progress_bar_start(tfm_progress_bar_state *bar, FILE *out, const char *label,
+                            uint64_t total);
+void tfm_progress_bar(tfm_progress_bar_state *bar, uint64_t done);
+
 /* --- data: vocabularies, parallel text, character streams (data.c) -------- */
 
 /* Loaders refuse bad input with "file:line: reason" (or "file: reason" for
@@ -245,6 +267,10 @@ int tfm_vocab_decode(const tfm_vocab *vocab, const int32_t *ids, size_t count,
                      const char *separator, char *text, size_t size, size_t *length);
 
 void tfm_vocab_free(tfm_vocab *vocab);
+
+/* splitmix64 of three values: the windows and orders of the loaders, pure
+ * functions of (seed, step, row), so resuming needs no generator state. */
+uint64_t tfm_data_hash(uint64_t a, uint64_t b, uint64_t c);
 
 /* A permutation of 0..count-1 that depends only on (seed, epoch). */
 void tfm_data_shuffle(size_t *order, size_t count, uint64_t seed, uint64_t epoch);

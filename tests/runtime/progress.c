@@ -40,5 +40,22 @@ int main(void) {
   CHECK(strncmp(second, "step 2/10  loss 2.0000  lr 5.000e-04  ", 38) == 0);
   CHECK(strstr(second, " tok/s  ETA ") && second[strlen(second) - 1] == '\n');
   fclose(out);
+
+  /* The bar of a job in bytes (tokenize): a line per tenth when not a terminal. */
+  char bar[256];
+  CHECK_OK(tfm_progress_bar_format(bar, sizeof bar, "tokenize", 45, 100, 12.3e6));
+  CHECK(!strcmp(bar, "tokenize [#############.................]  45%  12.3 MB/s  ETA 0:00:00"));
+  CHECK_OK(tfm_progress_bar_format(bar, sizeof bar, "t", 0, 7200, 1));
+  CHECK(!strcmp(bar, "t [..............................]   0%  0.0 MB/s  ETA 2:00:00"));
+  out = tmpfile();
+  if (!out) return check_result("progress");
+  tfm_progress_bar_state state;
+  tfm_progress_bar_start(&state, out, "tokenize", 1000);
+  for (uint64_t done = 0; done <= 1000; done += 25) tfm_progress_bar(&state, done);
+  rewind(out);
+  int lines = 0;
+  for (char line[256]; fgets(line, sizeof line, out);) lines++;
+  CHECK(lines == 11); /* 0%, 10%, ..., 100% */
+  fclose(out);
   return check_result("progress");
 }
