@@ -68,6 +68,20 @@ int tfm_tokenizer_add_special(tfm_tokenizer *tok, int32_t id, bool special) {
   return TFM_OK;
 }
 
+/* The first bytes of the added tokens, once the vocabulary is complete. */
+static void mark_added_first(tfm_tokenizer *tok) {
+  memset(tok->added_first, 0, sizeof tok->added_first);
+  for (size_t i = 0; i < tok->added_count; i++) {
+    unsigned char b = (unsigned char)tok->vocab.tokens[tok->added[i].id][0];
+    tok->added_first[b >> 3] |= (unsigned char)(1u << (b & 7));
+  }
+}
+
+size_t tfm_tokenizer_added_count(const json_value *root) {
+  const json_value *added = tfm_tokenizer_json_get(root, "added_tokens");
+  return added && added->kind == JSON_ARRAY ? added->child_count : 0;
+}
+
 /* "added_tokens": [{"id": N, "content": "...", "special": bool, ...}]. The
  * content must be the vocabulary's token of that id, or a new id past it. */
 int tfm_tokenizer_load_added(tfm_tokenizer *tok, const char *path, const json_value *root) {
@@ -79,8 +93,10 @@ int tfm_tokenizer_load_added(tfm_tokenizer *tok, const char *path, const json_va
     const json_value *id = tfm_tokenizer_json_get(a, "id");
     const json_value *content = tfm_tokenizer_json_get(a, "content");
     const json_value *special = tfm_tokenizer_json_get(a, "special");
-    if (!id || id->kind != JSON_NUMBER || !id->is_uint || id->uint >= (1u << 30))
-      return tfm_fail("%s: added_tokens[%zu]: \"id\" is not a token id", path, index);
+    if (!id || id->kind != JSON_NUMBER || !id->is_uint ||
+        id->uint >= tok->vocab.count + added->child_count)
+      return tfm_fail("%s: added_tokens[%zu]: \"id\" is not a token id (from 0 to %zu)", path,
+                      index, tok->vocab.count + added->child_count - 1);
     if (!content || content->kind != JSON_STRING || !content->string[0])
       return tfm_fail("%s: added_tokens[%zu]: \"content\" is not a non-empty string", path, index);
     if (special && special->kind != JSON_TRUE && special->kind != JSON_FALSE)
@@ -137,17 +153,11 @@ static int beside(char *buffer, size_t size, const char *path, bool dir, const c
   return n >= 0 && (size_t)n < size ? TFM_OK : tfm_fail("%s: path too long", path);
 }
 
-static int load_json(tfm_tokenizer *tok, const char *path) {
-  char *text;
-  size_t size;
-  if (tfm_tokenizer_read_file(path, &text, &size) != TFM_OK) return TFM_FAILED;
+static int parse_json(tfm_tokenizer *tok, const char *path, const char *text, size_t size) {
   json_value *root = NULL;
   char error[256];
-  if (json_parse(text, size, &root, error, sizeof error) != 0) {
-    free(text);
+  if (json_parse(text, size, &root, error, sizeof error) != 0)
     return tfm_fail("%s: not valid JSON: %s", path, error);
-  }
-  free(text);
   int status = TFM_OK;
   const json_value *model = tfm_tokenizer_json_get(root, "model");
   const json_value *type = tfm_tokenizer_json_get(model, "type");
@@ -166,6 +176,15 @@ static int load_json(tfm_tokenizer *tok, const char *path) {
     status = tfm_fail("%s: model type \"%s\" is not supported (BPE or WordPiece)", path,
                       type->string);
   json_free(root);
+  return status;
+}
+
+static int load_json(tfm_tokenizer *tok, const char *path) {
+  char *text;
+  size_t size;
+  if (tfm_tokenizer_read_file(path, &text, &size) != TFM_OK) return TFM_FAILED;
+  int status = parse_json(tok, path, text, size);
+  free(text);
   return status;
 }
 
@@ -214,17 +233,34 @@ static int load_path(tfm_tokenizer *tok, const char *path) {
                   "vocab.txt or a SentencePiece .model)", path);
 }
 
-int tfm_tokenizer_load(const char *path, tfm_tokenizer **out) {
+/* A new tokenizer loaded by load(tok, path, text, size). */
+static int load_with(const char *path, const char *text, size_t size, tfm_tokenizer **out,
+                     int (*load)(tfm_tokenizer *, const char *, const char *, size_t)) {
   *out = NULL;
   tfm_tokenizer *tok = calloc(1, sizeof *tok);
   if (!tok) return tfm_fail("%s: out of memory", path);
   tok->specials = (tfm_tokenizer_specials){-1, -1, -1, -1};
-  if (load_path(tok, path) != TFM_OK || mark_specials(tok) != TFM_OK) {
+  if (load(tok, path, text, size) != TFM_OK || mark_specials(tok) != TFM_OK) {
     tfm_tokenizer_free(tok);
     return TFM_FAILED;
   }
+  mark_added_first(tok);
   *out = tok;
   return TFM_OK;
+}
+
+static int load_file(tfm_tokenizer *tok, const char *path, const char *text, size_t size) {
+  (void)text, (void)size;
+  return load_path(tok, path);
+}
+
+int tfm_tokenizer_load(const char *path, tfm_tokenizer **out) {
+  return load_with(path, NULL, 0, out, load_file);
+}
+
+int tfm_tokenizer_load_json_text(const char *name, const char *text, size_t size,
+                                 tfm_tokenizer **out) {
+  return load_with(name, text, size, out, parse_json);
 }
 
 /* --- encode and decode ------------------------------------------------------- */
@@ -249,6 +285,11 @@ int tfm_tokenizer_encode(tfm_tokenizer *tok, const char *text, size_t size,
   /* The leftmost, then longest, added token splits the text. */
   size_t start = 0;
   for (size_t i = 0; i < size;) {
+    unsigned char first = (unsigned char)text[i];
+    if (!(tok->added_first[first >> 3] & (1u << (first & 7)))) {
+      i++;
+      continue;
+    }
     int32_t best = -1;
     size_t best_length = 0;
     for (size_t a = 0; a < tok->added_count; a++) {

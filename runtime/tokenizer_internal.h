@@ -77,6 +77,7 @@ struct tfm_tokenizer {
   tfm_tokenizer_specials specials;
   tfm_tokenizer_added *added;     /* matched in the text before the model */
   size_t added_count;
+  unsigned char added_first[32];  /* bit set: the first bytes of added tokens */
   unsigned char *special;         /* id -> whether decode leaves it out */
   tfm_tokenizer_bpe *bpe;
   tfm_tokenizer_wordpiece *wordpiece;
@@ -86,10 +87,17 @@ struct tfm_tokenizer {
 /* Fails with "WHERE: " before the last error (tfm_error()), copied first
  * (tfm_fail writes the buffer tfm_error reads). */
 int tfm_tokenizer_fail_at(const char *where);
+/* tfm_tokenizer_load of a tokenizer.json's text (name: for messages); the
+ * fuzz target's way in. */
+int tfm_tokenizer_load_json_text(const char *name, const char *text, size_t size,
+                                 tfm_tokenizer **tok);
 /* Reads a whole file; "PATH: reason" on failure. */
 int tfm_tokenizer_read_file(const char *path, char **bytes, size_t *size);
 /* A member of a JSON object; NULL when absent. */
 const json_value *tfm_tokenizer_json_get(const json_value *object, const char *key);
+/* How many "added_tokens" a tokenizer.json has (their ids may fill gaps in
+ * the model's vocabulary). */
+size_t tfm_tokenizer_added_count(const json_value *root);
 /* Reads tokenizer.json's "added_tokens" (may be absent) into tok. */
 int tfm_tokenizer_load_added(tfm_tokenizer *tok, const char *path, const json_value *root);
 int tfm_tokenizer_add_special(tfm_tokenizer *tok, int32_t id, bool special);

@@ -67,7 +67,9 @@ refuse(variant("vocab_array.json", lambda d: d["model"].update(vocab=[1, 2])), "
 refuse(variant("id_string.json", lambda d: d["model"]["vocab"].update(a="1")), "is not a token id")
 refuse(variant("id_negative.json", lambda d: d["model"]["vocab"].update(a=-1)), "is not a token id")
 refuse(variant("id_twice.json", lambda d: d["model"]["vocab"].update({"Ġx": 0})), "given twice")
-refuse(variant("gap.json", lambda d: d["model"]["vocab"].update({"Ġzzz": 100000})), "no token has id")
+refuse(variant("gap.json", lambda d: d["model"]["vocab"].update({"Ġzzz": 100000})), "past the vocabulary")
+refuse(variant("gap2.json", lambda d: d["model"]["vocab"].update({"Ġzzz": len(doc["model"]["vocab"]) + 1})),
+       "no token has id")
 refuse(variant("merges_number.json", lambda d: d["model"].update(merges=7)), "merges is not an array")
 refuse(variant("merge_unknown.json", lambda d: d["model"]["merges"].append(["Ġzz", "qq"])),
        "not in the vocabulary")
