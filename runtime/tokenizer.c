@@ -77,6 +77,22 @@ static void mark_added_first(tfm_tokenizer *tok) {
   }
 }
 
+int tfm_tokenizer_read_vocab(tfm_tokenizer *tok, const char *path, const json_value *vocab,
+                             size_t extra) {
+  if (!vocab || vocab->kind != JSON_OBJECT)
+    return tfm_fail("%s: the vocabulary is not an object of token: id", path);
+  for (const json_value *v = vocab->first_child; v; v = v->next) {
+    if (v->kind != JSON_NUMBER || !v->is_uint)
+      return tfm_fail("%s: the id of token \"%s\" is not a token id", path, v->key);
+    if (v->uint >= vocab->child_count + extra) /* the ids are 0 to count - 1 */
+      return tfm_fail("%s: token \"%s\" has id %llu, past the vocabulary's %zu tokens", path,
+                      v->key, (unsigned long long)v->uint, vocab->child_count + extra);
+    if (tfm_tokenizer_vocab_set(&tok->vocab, (int32_t)v->uint, v->key, strlen(v->key)) != TFM_OK)
+      return tfm_tokenizer_fail_at(path);
+  }
+  return TFM_OK;
+}
+
 size_t tfm_tokenizer_added_count(const json_value *root) {
   const json_value *added = tfm_tokenizer_json_get(root, "added_tokens");
   return added && added->kind == JSON_ARRAY ? added->child_count : 0;

@@ -232,24 +232,6 @@ static int new_bpe(tfm_tokenizer *tok) {
   return TFM_OK;
 }
 
-/* {"token": id, ...} into the vocabulary. */
-/* extra: the added tokens, whose ids may fill gaps. */
-static int read_vocab(tfm_tokenizer *tok, const char *path, const json_value *vocab,
-                      size_t extra) {
-  if (!vocab || vocab->kind != JSON_OBJECT)
-    return tfm_fail("%s: the vocabulary is not an object of token: id", path);
-  for (const json_value *v = vocab->first_child; v; v = v->next) {
-    if (v->kind != JSON_NUMBER || !v->is_uint)
-      return tfm_fail("%s: the id of token \"%s\" is not a token id", path, v->key);
-    if (v->uint >= vocab->child_count + extra) /* the ids are 0 to count - 1 */
-      return tfm_fail("%s: token \"%s\" has id %llu, past the vocabulary's %zu tokens", path,
-                      v->key, (unsigned long long)v->uint, vocab->child_count + extra);
-    if (tfm_tokenizer_vocab_set(&tok->vocab, (int32_t)v->uint, v->key, strlen(v->key)) != TFM_OK)
-      return tfm_tokenizer_fail_at(path);
-  }
-  return TFM_OK;
-}
-
 static bool is_null_or(const json_value *v, json_kind kind) {
   return !v || v->kind == JSON_NULL || v->kind == kind;
 }
@@ -289,8 +271,8 @@ int tfm_tokenizer_bpe_from_json(tfm_tokenizer *tok, const char *path, const json
   const json_value *fallback = tfm_tokenizer_json_get(model, "byte_fallback");
   if (fallback && fallback->kind == JSON_TRUE)
     return tfm_fail("%s: model.byte_fallback is not supported in byte-level BPE", path);
-  if (read_vocab(tok, path, tfm_tokenizer_json_get(model, "vocab"),
-                 tfm_tokenizer_added_count(root)) != TFM_OK ||
+  if (tfm_tokenizer_read_vocab(tok, path, tfm_tokenizer_json_get(model, "vocab"),
+                               tfm_tokenizer_added_count(root)) != TFM_OK ||
       tfm_tokenizer_load_added(tok, path, root) != TFM_OK)
     return TFM_FAILED;
   const json_value *unk = tfm_tokenizer_json_get(model, "unk_token");
@@ -334,7 +316,7 @@ int tfm_tokenizer_bpe_from_files(tfm_tokenizer *tok, const char *vocab_path,
   char error[256];
   int status = json_parse(text, size, &root, error, sizeof error) != 0
                    ? tfm_fail("%s: not valid JSON: %s", vocab_path, error)
-                   : read_vocab(tok, vocab_path, root, 0);
+                   : tfm_tokenizer_read_vocab(tok, vocab_path, root, 0);
   free(text);
   json_free(root);
   if (status != TFM_OK) return TFM_FAILED;

@@ -35,6 +35,10 @@ int tfm_tokenizer_vocab_check_dense(const tfm_tokenizer_vocab *vocab);
 void tfm_tokenizer_vocab_free(tfm_tokenizer_vocab *vocab);
 uint64_t tfm_tokenizer_hash(const void *bytes, size_t length, uint64_t seed);
 
+/* Makes room for needed items of size bytes in *items (of *capacity),
+ * doubling from first. */
+int tfm_tokenizer_grow(void **items, size_t *capacity, size_t needed, size_t size, size_t first);
+
 /* A growable byte string. */
 typedef struct {
   char *bytes;
@@ -95,6 +99,10 @@ int tfm_tokenizer_load_json_text(const char *name, const char *text, size_t size
 int tfm_tokenizer_read_file(const char *path, char **bytes, size_t *size);
 /* A member of a JSON object; NULL when absent. */
 const json_value *tfm_tokenizer_json_get(const json_value *object, const char *key);
+/* {"token": id, ...} (vocab.json, model.vocab) into tok's vocabulary; ids
+ * up to extra past the member count are allowed (added tokens fill them). */
+int tfm_tokenizer_read_vocab(tfm_tokenizer *tok, const char *path, const json_value *vocab,
+                             size_t extra);
 /* How many "added_tokens" a tokenizer.json has (their ids may fill gaps in
  * the model's vocabulary). */
 size_t tfm_tokenizer_added_count(const json_value *root);

@@ -56,16 +56,12 @@ static int word_table_add(word_table *t, const unsigned char *w, size_t n) {
       return TFM_OK;
     }
   }
-  if (t->count == t->capacity) {
-    size_t capacity = t->capacity ? t->capacity * 2 : 4096;
-    word *words = realloc(t->words, capacity * sizeof *words);
-    if (!words) return tfm_fail("out of memory");
-    t->words = words;
-    size_t *offsets = realloc(t->offsets, capacity * sizeof *offsets);
-    if (!offsets) return tfm_fail("out of memory");
-    t->offsets = offsets;
-    t->capacity = capacity;
-  }
+  size_t words_capacity = t->capacity;
+  if (tfm_tokenizer_grow((void **)&t->words, &words_capacity, t->count + 1, sizeof *t->words,
+                         4096) != TFM_OK ||
+      tfm_tokenizer_grow((void **)&t->offsets, &t->capacity, t->count + 1, sizeof *t->offsets,
+                         4096) != TFM_OK)
+    return TFM_FAILED;
   int32_t *symbols = malloc(n * sizeof *symbols);
   if (!symbols) return tfm_fail("out of memory");
   for (size_t i = 0; i < n; i++) symbols[i] = w[i]; /* byte b is token b */
@@ -134,13 +130,9 @@ static size_t pair_index(pair_table *t, uint64_t key) {
   size_t k = tfm_tokenizer_hash(&key, 8, 5) & (t->slot_count - 1);
   for (; t->slots[k]; k = (k + 1) & (t->slot_count - 1))
     if (t->pairs[t->slots[k] - 1].key == key) return t->slots[k] - 1;
-  if (t->count == t->capacity) {
-    size_t capacity = t->capacity ? t->capacity * 2 : 4096;
-    pair *grown = realloc(t->pairs, capacity * sizeof *grown);
-    if (!grown) return SIZE_MAX;
-    t->pairs = grown;
-    t->capacity = capacity;
-  }
+  if (tfm_tokenizer_grow((void **)&t->pairs, &t->capacity, t->count + 1, sizeof *t->pairs, 4096) !=
+      TFM_OK)
+    return SIZE_MAX;
   t->pairs[t->count] = (pair){key, 0, NULL, 0, 0};
   t->slots[k] = ++t->count;
   return t->count - 1;
@@ -160,13 +152,9 @@ typedef struct {
 static bool above(entry a, entry b) { return a.count != b.count ? a.count > b.count : a.key < b.key; }
 
 static int heap_push(heap *h, entry e) {
-  if (h->count == h->capacity) {
-    size_t capacity = h->capacity ? h->capacity * 2 : 4096;
-    entry *grown = realloc(h->entries, capacity * sizeof *grown);
-    if (!grown) return tfm_fail("out of memory");
-    h->entries = grown;
-    h->capacity = capacity;
-  }
+  if (tfm_tokenizer_grow((void **)&h->entries, &h->capacity, h->count + 1, sizeof *h->entries,
+                         4096) != TFM_OK)
+    return TFM_FAILED;
   size_t i = h->count++;
   while (i > 0 && above(e, h->entries[(i - 1) / 2])) {
     h->entries[i] = h->entries[(i - 1) / 2];
@@ -207,13 +195,9 @@ static int bump(trainer *t, int32_t a, int32_t b, int64_t delta, size_t w) {
   pair *p = &t->pairs.pairs[i];
   p->count += delta;
   if (delta <= 0) return TFM_OK;
-  if (p->where_count == p->where_capacity) {
-    size_t capacity = p->where_capacity ? p->where_capacity * 2 : 4;
-    size_t *grown = realloc(p->where, capacity * sizeof *grown);
-    if (!grown) return tfm_fail("out of memory");
-    p->where = grown;
-    p->where_capacity = capacity;
-  }
+  if (tfm_tokenizer_grow((void **)&p->where, &p->where_capacity, p->where_count + 1,
+                         sizeof *p->where, 4) != TFM_OK)
+    return TFM_FAILED;
   if (!p->where_count || p->where[p->where_count - 1] != w) p->where[p->where_count++] = w;
   return heap_push(&t->queue, (entry){p->count, p->key});
 }

@@ -117,18 +117,24 @@ void tfm_tokenizer_vocab_free(tfm_tokenizer_vocab *vocab) {
   memset(vocab, 0, sizeof *vocab);
 }
 
-int tfm_tokenizer_text_add(tfm_tokenizer_text *text, const void *bytes, size_t size) {
-  if (text->size + size + 1 > text->capacity) {
-    size_t capacity = text->capacity ? text->capacity : 256;
-    while (capacity < text->size + size + 1) {
-      if (capacity > SIZE_MAX / 4) return tfm_fail("out of memory");
-      capacity *= 2;
-    }
-    char *grown = realloc(text->bytes, capacity);
-    if (!grown) return tfm_fail("out of memory");
-    text->bytes = grown;
-    text->capacity = capacity;
+int tfm_tokenizer_grow(void **items, size_t *capacity, size_t needed, size_t size, size_t first) {
+  if (needed <= *capacity) return TFM_OK;
+  size_t wanted = *capacity ? *capacity : first;
+  while (wanted < needed) {
+    if (wanted > SIZE_MAX / 4 / size) return tfm_fail("out of memory");
+    wanted *= 2;
   }
+  void *grown = realloc(*items, wanted * size);
+  if (!grown) return tfm_fail("out of memory");
+  *items = grown;
+  *capacity = wanted;
+  return TFM_OK;
+}
+
+int tfm_tokenizer_text_add(tfm_tokenizer_text *text, const void *bytes, size_t size) {
+  if (tfm_tokenizer_grow((void **)&text->bytes, &text->capacity, text->size + size + 1, 1, 256) !=
+      TFM_OK)
+    return TFM_FAILED;
   if (size) memcpy(text->bytes + text->size, bytes, size);
   text->size += size;
   text->bytes[text->size] = 0;
@@ -136,13 +142,9 @@ int tfm_tokenizer_text_add(tfm_tokenizer_text *text, const void *bytes, size_t s
 }
 
 int tfm_tokenizer_ids_push(tfm_tokenizer_ids *ids, int32_t id) {
-  if (ids->count == ids->capacity) {
-    size_t capacity = ids->capacity ? ids->capacity * 2 : 64;
-    int32_t *grown = realloc(ids->ids, capacity * sizeof *grown);
-    if (!grown) return tfm_fail("out of memory");
-    ids->ids = grown;
-    ids->capacity = capacity;
-  }
+  if (tfm_tokenizer_grow((void **)&ids->ids, &ids->capacity, ids->count + 1, sizeof *ids->ids,
+                         64) != TFM_OK)
+    return TFM_FAILED;
   ids->ids[ids->count++] = id;
   return TFM_OK;
 }

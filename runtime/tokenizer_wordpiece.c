@@ -117,19 +117,9 @@ int tfm_tokenizer_wordpiece_from_json(tfm_tokenizer *tok, const char *path,
   if (max && (max->kind != JSON_NUMBER || !max->is_uint))
     return tfm_fail("%s: model.max_input_chars_per_word is not a count", path);
   if (max) wp->max_chars = (size_t)max->uint;
-  const json_value *vocab = tfm_tokenizer_json_get(model, "vocab");
-  if (!vocab || vocab->kind != JSON_OBJECT)
-    return tfm_fail("%s: model.vocab is not an object of token: id", path);
-  size_t extra = tfm_tokenizer_added_count(root);
-  for (const json_value *v = vocab->first_child; v; v = v->next) {
-    if (v->kind != JSON_NUMBER || !v->is_uint)
-      return tfm_fail("%s: the id of token \"%s\" is not a token id", path, v->key);
-    if (v->uint >= vocab->child_count + extra) /* the ids are 0 to count - 1 */
-      return tfm_fail("%s: token \"%s\" has id %llu, past the vocabulary's %zu tokens", path,
-                      v->key, (unsigned long long)v->uint, vocab->child_count + extra);
-    if (tfm_tokenizer_vocab_set(&tok->vocab, (int32_t)v->uint, v->key, strlen(v->key)) != TFM_OK)
-      return tfm_tokenizer_fail_at(path);
-  }
+  if (tfm_tokenizer_read_vocab(tok, path, tfm_tokenizer_json_get(model, "vocab"),
+                               tfm_tokenizer_added_count(root)) != TFM_OK)
+    return TFM_FAILED;
   if (tfm_tokenizer_load_added(tok, path, root) != TFM_OK) return TFM_FAILED;
   if (tfm_tokenizer_vocab_check_dense(&tok->vocab) != TFM_OK)
     return tfm_tokenizer_fail_at(path);
