@@ -4,7 +4,9 @@
  *
  * Every function that can fail returns TFM_OK or TFM_FAILED with the reason
  * in tfm_error(), "FILE: reason" for a file that cannot be used; nothing
- * guesses what a malformed file meant. */
+ * guesses what a malformed file meant. Encode and decode keep a cache and
+ * scratch space in the tokenizer: one thread at a time per tokenizer (load
+ * one per thread to encode in parallel). */
 #ifndef TFMRT_TOKENIZER_H
 #define TFMRT_TOKENIZER_H
 
