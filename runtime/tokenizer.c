@@ -163,7 +163,9 @@ static int beside(char *buffer, size_t size, const char *path, bool dir, const c
   if (dir) {
     const char *slash = strrchr(path, '/');
     keep = slash ? (size_t)(slash - path) : 0;
-    if (!slash) return snprintf(buffer, size, "%s", name) < (int)size ? TFM_OK : TFM_FAILED;
+    if (!slash)
+      return snprintf(buffer, size, "%s", name) < (int)size ? TFM_OK
+                                                            : tfm_fail("%s: path too long", path);
   }
   int n = snprintf(buffer, size, "%.*s/%s", (int)keep, path, name);
   return n >= 0 && (size_t)n < size ? TFM_OK : tfm_fail("%s: path too long", path);
