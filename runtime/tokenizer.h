@@ -76,7 +76,7 @@ void tfm_tokenizer_ids_free(tfm_tokenizer_ids *ids);
 
 /* Trains a GPT-2 style byte-level BPE tokenizer on the text of the files
  * (their lines, pre-tokenised as GPT-2) until it has vocab_size tokens (the
- * 256 bytes, then one per merge; fewer when no pair is left) and writes it
+ * 256 bytes, then one per merge; fewer when no pair occurs twice) and writes it
  * as a Hugging Face tokenizer.json to out_path, with "<|endoftext|>" as its
  * one special token (the last id). */
 int tfm_tokenizer_train_bpe(const char *const *files, size_t file_count, size_t vocab_size,
