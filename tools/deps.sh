@@ -19,6 +19,10 @@ tfm_needed_packages() {
   # The checkpoint test reads our files with the safetensors package (see test.sh).
   /usr/bin/python3 -c 'import ensurepip' >/dev/null 2>&1 || missing+=(python3-venv)
   /usr/bin/python3 -c 'import numpy' >/dev/null 2>&1 || missing+=(python3-numpy)
+  # The runtime's tokenizers: Unicode categories, NFD and lower case from
+  # utf8proc; SentencePiece models through libsentencepiece.
+  [ -f /usr/include/utf8proc.h ] || missing+=(libutf8proc-dev)
+  [ -f /usr/include/sentencepiece_processor.h ] || missing+=(libsentencepiece-dev)
   printf '%s\n' "${missing[@]}"
 }
 
@@ -70,8 +74,8 @@ tfm_install_test_tools() {
     echo "tfm: could not install ${missing[*]}; their tests will be skipped" >&2
 }
 
-# The safetensors package, the format's reference reader, in a virtual
-# environment at $1 that also sees Debian's python3-numpy (and python3-torch,
+# The safetensors package, the format's reference reader (and the tokenizer
+# tests' tokenizers and sentencepiece), in a virtual environment at $1 that also sees Debian's python3-numpy (and python3-torch,
 # when installed): runtime.ckpt_python_safetensors reads our checkpoints with
 # it. Prints the environment's python, or nothing when PyPI cannot be reached
 # (that test then reports itself skipped).
@@ -84,6 +88,16 @@ tfm_python_with_safetensors() {
     "$venv/bin/python" -m pip install -q --timeout 60 --disable-pip-version-check safetensors >&2 ||
     { echo "tfm: could not install the safetensors package; its checkpoint test will be skipped" >&2
       return 0; }
+  # The tokenizer tests' references (tests/tokenizer): Hugging Face's
+  # tokenizers, and sentencepiece of the 0.1 series that Debian's
+  # libsentencepiece is (0.2 breaks ties between unigram segmentations
+  # differently). A test whose package is missing reports itself skipped.
+  "$venv/bin/python" -c 'import tokenizers' 2>/dev/null ||
+    "$venv/bin/python" -m pip install -q --timeout 60 --disable-pip-version-check tokenizers >&2 ||
+    echo "tfm: could not install the tokenizers package; its tokenizer tests will be skipped" >&2
+  "$venv/bin/python" -c 'import sentencepiece as s; assert s.__version__.startswith("0.1.")' 2>/dev/null ||
+    "$venv/bin/python" -m pip install -q --timeout 60 --disable-pip-version-check 'sentencepiece==0.1.99' >&2 ||
+    echo "tfm: could not install the sentencepiece package; its tokenizer tests will be skipped" >&2
   echo "$venv/bin/python"
 }
 
