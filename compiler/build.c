@@ -31,6 +31,12 @@
 #ifndef TFM_RUNTIME_MAIN_LIB
 #define TFM_RUNTIME_MAIN_LIB "libtfmrt_main.a"
 #endif
+#ifndef TFM_RUNTIME_TOKENIZER_LIB
+#define TFM_RUNTIME_TOKENIZER_LIB "libtfmrt_tokenizer.a"
+#endif
+#ifndef TFM_TOKENIZER_SYSTEM_LIBS
+#define TFM_TOKENIZER_SYSTEM_LIBS "-lutf8proc"
+#endif
 #ifndef TFM_RUNTIME_LINK_FLAGS
 #define TFM_RUNTIME_LINK_FLAGS ""
 #endif
@@ -135,12 +141,21 @@ static const char *value_text(const Value *v) {
   }
 }
 
-/* The executable: the objects, the runtime's main, the runtime. */
+/* The executable: the objects, the runtime's main, its tokenizers, the
+ * runtime, and the libraries they use (TFM_TOKENIZER_SYSTEM_LIBS is a
+ * space-separated list). */
 static int link_executable(const char **objects, int n, const char *output) {
   char err[512];
-  const char *libs[] = {TFM_RUNTIME_MAIN_LIB, TFM_RUNTIME_LIB, "-lm", "-lpthread", "-ldl",
-                        TFM_RUNTIME_LINK_FLAGS};
-  int nlibs = TFM_RUNTIME_LINK_FLAGS[0] ? 6 : 5;
+  const char *libs[16] = {TFM_RUNTIME_MAIN_LIB, TFM_RUNTIME_TOKENIZER_LIB, TFM_RUNTIME_LIB};
+  int nlibs = 3;
+  char *system_libs = pool_strdup(TFM_TOKENIZER_SYSTEM_LIBS), *rest;
+  for (char *lib = strtok_r(system_libs, " ", &rest); lib && nlibs < 10;
+       lib = strtok_r(NULL, " ", &rest))
+    libs[nlibs++] = lib;
+  libs[nlibs++] = "-lm";
+  libs[nlibs++] = "-lpthread";
+  libs[nlibs++] = "-ldl";
+  if (TFM_RUNTIME_LINK_FLAGS[0]) libs[nlibs++] = TFM_RUNTIME_LINK_FLAGS;
   if (link_program(objects, n, libs, nlibs, output, false, err, sizeof err)) return 1;
   diag_error_noloc("%s", err);
   return 0;

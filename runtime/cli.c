@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tokenizer.h"
 
 #include "beam.h"
 #include "bleu.h"
@@ -31,7 +32,8 @@ static const char usage[] =
     "  eval      held-out loss (--test: pairs, or a text whose last 10%% is used) and,\n"
     "            for translation, exact match and corpus BLEU of the translations\n"
     "  translate translate the sources of the pairs in --test (or --data)\n"
-    "  generate  continue --prompt by --length characters (character models, greedy)\n"
+    "  generate  continue --prompt by --length characters, or tokens of --tokenizer\n"
+    "            FILE (language models, greedy)\n"
     "  average   --out FILE CKPT...: the element-wise mean of the parameters of the\n"
     "            checkpoints (same model), written as a checkpoint (state, metadata and\n"
     "            vocabulary of the last one, or the vocabulary of --vocab)\n"
@@ -39,9 +41,14 @@ static const char usage[] =
     "            and head for one text (a translation model: a source, translated\n"
     "            greedily, or 'source<TAB>target') as a self-contained HTML page\n"
     "  tokenize  --data TEXT --out FILE_OR_FOLDER [--shard-size N]: the text as token\n"
-    "            shards for train/eval --data (language models; each line a document;\n"
-    "            the vocabulary: --vocab FILE, else the text's bytes, as train builds\n"
-    "            it), written beside them as FILE.vocab or FOLDER/vocab\n"
+    "            shards for train/eval --data (language models; each line a document):\n"
+    "            the ids of --tokenizer FILE, or of the bytes (the vocabulary: --vocab\n"
+    "            FILE, else the text's bytes, as train builds it, written beside them\n"
+    "            as FILE.vocab or FOLDER/vocab)\n"
+    "  tokenizer train --vocab-size N --out tokenizer.json FILE...: a byte-level BPE\n"
+    "            tokenizer (GPT-2's kind) trained on the files, as Hugging Face's\n"
+    "            tokenizer.json\n"
+    "  tokenizer encode --tokenizer FILE --text T: the ids and tokens of T\n"
     "  info      the model's config and buffers\n"
     "\n"
     "options:\n"
@@ -84,6 +91,10 @@ static const char usage[] =
     "                     the folder of shards (with --shard-size, or when it exists)\n"
     "  --shard-size N     tokenize: at most N tokens per shard, written as\n"
     "                     FOLDER/00000.tokshard, 00001.tokshard, ... (default: one file)\n"
+    "  --tokenizer FILE   tokenize, generate, tokenizer encode: a Hugging Face tokenizer.json\n"
+    "                     (byte-level BPE or WordPiece), GPT-2's vocab.json + merges.txt,\n"
+    "                     BERT's vocab.txt or a SentencePiece .model (docs/data.md)\n"
+    "  --vocab-size N     tokenizer train: tokens of the trained vocabulary\n"
     "  --text T           attention: the text (character models: at most the model's\n"
     "                     window; translation: a source, or 'source<TAB>target')\n"
     "  --html FILE        attention: the page to write\n"
@@ -94,7 +105,8 @@ static const char usage[] =
     "                     for the first map with '.L.' in its name (default: the first)\n"
     "  --head H           attention: the head it opens on, from 0, or 'mean' (default)\n"
     "  --prompt TEXT      generate: the text to continue\n"
-    "  --length N         generate: characters to add (default 200)\n"
+    "  --length N         generate: characters, or tokens with --tokenizer, to add\n"
+    "                     (default 200)\n"
     "  -h, --help         this help\n";
 
 int cli_usage_error(const char *prog, const char *fmt, const char *arg) {
@@ -678,43 +690,96 @@ static int cmd_eval_or_translate(const char *prog, const Cli *c, tfm_pool *pool)
   return status ? cli_fail(prog) : 0;
 }
 
+/* The window of the last W ids: an id pushed to a full window drops the oldest. */
+typedef struct Context {
+  int32_t *ids;
+  size_t have, window;
+} Context;
+
+static void context_push(Context *x, int32_t id) {
+  if (x->have == x->window) memmove(x->ids, x->ids + 1, sizeof(int32_t) * (x->window - 1)), x->have--;
+  x->ids[x->have++] = id;
+}
+
+/* The greedy next id after the context (the model's tokens, logits), among
+ * the first `classes` ids. */
+static int32_t greedy_next(Task *t, tfm_graph *fwd, tfm_pool *pool, const Context *x,
+                           int64_t classes) {
+  int32_t *tokens = tfm_graph_buffer(fwd, "tokens", TFM_ROLE_INPUT, NULL);
+  const float *logits = tfm_graph_buffer(fwd, "logits", TFM_ROLE_OUTPUT, NULL);
+  memset(tokens, 0, sizeof(int32_t) * t->rows * x->window);
+  memcpy(tokens, x->ids, sizeof(int32_t) * x->have);
+  tfm_graph_run(fwd, pool);
+  size_t last = x->have ? x->have - 1 : 0;
+  return argmax_row(logits + last * (size_t)t->model_vocab, classes);
+}
+
+/* Characters: each id's bytes as it comes. */
+static int generate_characters(Task *t, tfm_graph *fwd, tfm_pool *pool, Context *x) {
+  const char *prompt = t->cli->prompt ? t->cli->prompt : "";
+  for (const char *p = prompt; *p; p++) {
+    int32_t id = tfm_vocab_find(&t->vocab, p, 1);
+    context_push(x, id < 0 ? TFM_UNK : id);
+  }
+  fputs(prompt, stdout);
+  for (uint64_t n = 0; n < t->cli->length; n++) {
+    int32_t id = greedy_next(t, fwd, pool, x, t->model_vocab);
+    if (id >= (int32_t)t->vocab.count) id = TFM_UNK;
+    fwrite(t->vocab.tokens[id], 1, t->vocab.lengths[id], stdout);
+    context_push(x, id);
+  }
+  fputc('\n', stdout);
+  return TFM_OK;
+}
+
+/* --tokenizer FILE: the prompt's ids, then --length new ones, printed as
+ * the tokenizer decodes the whole sequence (a piece can be half a
+ * character, or join its neighbour). */
+static int generate_tokens(Task *t, tfm_graph *fwd, tfm_pool *pool, Context *x) {
+  const Cli *c = t->cli;
+  tfm_tokenizer *tok;
+  if (tfm_tokenizer_load(c->tokenizer, &tok)) return TFM_FAILED;
+  tfm_tokenizer_ids ids = {0};
+  const char *prompt = c->prompt ? c->prompt : "";
+  int status = tfm_tokenizer_encode(tok, prompt, strlen(prompt), &ids);
+  size_t size = tfm_tokenizer_vocab_size(tok);
+  if (!status && (int64_t)size > t->model_vocab)
+    status = tfm_fail("%s: the tokenizer has %zu tokens but model %s's vocabulary is %" PRId64,
+                      c->tokenizer, size, tfm_model.name, t->model_vocab);
+  for (size_t i = 0; !status && i < ids.count; i++) context_push(x, ids.ids[i]);
+  for (uint64_t n = 0; !status && n < c->length; n++) {
+    int32_t id = greedy_next(t, fwd, pool, x, (int64_t)size); /* the tokenizer's ids only */
+    context_push(x, id);
+    status = tfm_tokenizer_ids_push(&ids, id);
+  }
+  char *text = NULL;
+  size_t length = 0;
+  if (!status) status = tfm_tokenizer_decode(tok, ids.ids, ids.count, &text, &length);
+  if (!status) fwrite(text, 1, length, stdout), fputc('\n', stdout);
+  free(text);
+  tfm_tokenizer_ids_free(&ids);
+  tfm_tokenizer_free(tok);
+  return status;
+}
+
 static int cmd_generate(const char *prog, const Cli *c, tfm_pool *pool) {
-  Task t = {.cli = c};
+  Task t = {.cli = c, .sharded = c->tokenizer != NULL}; /* a tokenizer's ids need no vocabulary */
   tfm_graph fwd;
   int status = cli_open_trained(prog, c, &t, tfm_model.forward, &fwd);
   if (status) return status;
-  if (t.translation) return tfm_fail("generate is for character models; use translate"), cli_fail(prog);
-  /* A fixed number of characters and no <eos>: generation stays greedy. */
+  if (t.translation) return tfm_fail("generate is for language models; use translate"), cli_fail(prog);
+  /* A fixed number of tokens and no <eos>: generation stays greedy. */
   if (c->beam || c->dump)
     return tfm_fail("generate decodes greedily; --beam and --dump are for translate and eval"),
            cli_fail(prog);
-  int32_t *tokens = tfm_graph_buffer(&fwd, "tokens", TFM_ROLE_INPUT, NULL);
-  const float *logits = tfm_graph_buffer(&fwd, "logits", TFM_ROLE_OUTPUT, NULL);
-  const char *prompt = c->prompt ? c->prompt : "";
-  size_t W = t.window, have = 0;
-  int32_t *ctx = calloc(W, sizeof(int32_t));
-  for (const char *p = prompt; *p; p++) {
-    int32_t id = tfm_vocab_find(&t.vocab, p, 1);
-    if (have == W) memmove(ctx, ctx + 1, sizeof(int32_t) * (W - 1)), have--;
-    ctx[have++] = id < 0 ? TFM_UNK : id;
-  }
-  fputs(prompt, stdout);
-  for (uint64_t n = 0; n < c->length; n++) {
-    memset(tokens, 0, sizeof(int32_t) * t.rows * W);
-    memcpy(tokens, ctx, sizeof(int32_t) * have);
-    tfm_graph_run(&fwd, pool);
-    size_t last = have ? have - 1 : 0;
-    int32_t id = argmax_row(logits + last * (size_t)t.model_vocab, t.model_vocab);
-    if (id >= (int32_t)t.vocab.count) id = TFM_UNK;
-    fwrite(t.vocab.tokens[id], 1, t.vocab.lengths[id], stdout);
-    if (have == W) memmove(ctx, ctx + 1, sizeof(int32_t) * (W - 1)), have--;
-    ctx[have++] = id;
-  }
-  fputc('\n', stdout);
-  free(ctx);
+  Context x = {.ids = calloc(t.window, sizeof(int32_t)), .window = t.window};
+  status = !x.ids                ? tfm_fail("out of memory")
+           : c->tokenizer        ? generate_tokens(&t, &fwd, pool, &x)
+                                 : generate_characters(&t, &fwd, pool, &x);
+  free(x.ids);
   tfm_vocab_free(&t.vocab);
   tfm_graph_close(&fwd);
-  return 0;
+  return status ? cli_fail(prog) : 0;
 }
 
 /* average: the mean of the checkpoints' parameters as a new checkpoint. */
@@ -785,12 +850,14 @@ int main(int argc, char **argv) {
                       : !strcmp(a, "--metrics") ? &c.metrics : !strcmp(a, "--text") ? &c.text
                       : !strcmp(a, "--html") ? &c.html : !strcmp(a, "--layer") ? &c.layer
                       : !strcmp(a, "--head") ? &c.head : !strcmp(a, "--output") ? &c.outputs
+                      : !strcmp(a, "--tokenizer") ? &c.tokenizer
                       : NULL;
     uint64_t *num = !strcmp(a, "--steps") ? &c.steps : !strcmp(a, "--every") ? &c.every
                   : !strcmp(a, "--seed") ? &c.seed : !strcmp(a, "--log-every") ? &c.log_every
                   : !strcmp(a, "--threads") ? &c.threads : !strcmp(a, "--length") ? &c.length
                   : !strcmp(a, "--show") ? &c.show : !strcmp(a, "--beam") ? &c.beam
                   : !strcmp(a, "--keep") ? &c.keep : !strcmp(a, "--shard-size") ? &c.shard_size
+                  : !strcmp(a, "--vocab-size") ? &c.vocab_size
                   : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf(usage, prog);
@@ -810,7 +877,8 @@ int main(int argc, char **argv) {
       return cli_usage_error(prog, "unknown option '%s'", a);
     } else if (!c.command) {
       c.command = a;
-    } else if (!strcmp(c.command, "average") && c.num_paths < MAX_CHECKPOINTS) {
+    } else if ((!strcmp(c.command, "average") || !strcmp(c.command, "tokenizer")) &&
+               c.num_paths < MAX_CHECKPOINTS) {
       c.paths[c.num_paths++] = a;
     } else {
       return cli_usage_error(prog, "unexpected argument '%s'", a);
@@ -835,6 +903,7 @@ int main(int argc, char **argv) {
   if (!strcmp(c.command, "average")) return cmd_average(prog, &c);
   if (!strcmp(c.command, "info")) return cmd_info();
   if (!strcmp(c.command, "tokenize")) return cli_tokenize(prog, &c);
+  if (!strcmp(c.command, "tokenizer")) return cli_tokenizer(prog, &c);
   tfm_pool *pool = NULL;
   if (tfm_pool_create(&pool, (size_t)c.threads)) return cli_fail(prog);
   if (c.profile) tfm_profile_start();
@@ -845,7 +914,8 @@ int main(int argc, char **argv) {
   else if (!strcmp(c.command, "generate")) status = cmd_generate(prog, &c, pool);
   else if (!strcmp(c.command, "attention")) status = cli_attention(prog, &c, pool);
   else status = cli_usage_error(prog, "unknown command '%s' (train, eval, translate, generate, "
-                                      "attention, average, tokenize, info)", c.command);
+                                      "attention, average, tokenize, tokenizer, info)",
+                                      c.command);
   /* Also after a failure: the steps that ran are still worth seeing. */
   if (c.profile) tfm_profile_report(stderr);
   tfm_pool_destroy(pool);

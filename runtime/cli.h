@@ -17,12 +17,14 @@ typedef struct Cli {
   const char *metrics;      /* train --metrics FILE */
   const char *text, *html;  /* attention --text T --html FILE */
   const char *layer, *head, *outputs; /* attention --layer L --head H --output A,B */
+  const char *tokenizer;    /* --tokenizer FILE (tokenizer.h) */
   uint64_t steps, every, keep, seed, log_every, threads, length, show;
   uint64_t beam;            /* 0: greedy decoding (no --beam) */
   uint64_t shard_size;      /* tokenize --shard-size N: tokens per shard (0: one file) */
+  uint64_t vocab_size;      /* tokenizer train --vocab-size N */
   double alpha;
   int resume, scores, profile;
-  size_t num_paths;         /* average: the checkpoints */
+  size_t num_paths;         /* average: the checkpoints; tokenizer: train|encode, files */
   const char *paths[MAX_CHECKPOINTS];
 } Cli;
 
@@ -68,6 +70,8 @@ int cli_attention(const char *prog, const Cli *c, tfm_pool *pool);
 
 /* tokenize: text to token shards (shard_cmd.c). */
 int cli_tokenize(const char *prog, const Cli *c);
+/* tokenizer train|encode (tokenizer_cmd.c). */
+int cli_tokenizer(const char *prog, const Cli *c);
 /* Whether spec names token shards (tfm_shards_named); 0 for NULL. */
 int cli_shards_named(const char *spec);
 /* The vocabulary of shard data spec when it has one (--vocab, else

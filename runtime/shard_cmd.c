@@ -10,31 +10,38 @@
 
 #include "cli.h"
 #include "shard.h"
+#include "tokenizer.h"
 
 /* --- the tokenizer interface ------------------------------------------------- */
 
-/* Text to ids: the ids of text[0, length) into ids (room for `capacity`,
- * which tokenize makes one per byte: a byte-level tokenizer never needs
- * more), their number in *count. A line reaches encode whole (with its
- * newline) unless it is longer than TOKENIZE_CHUNK bytes. The byte
- * tokenizer below is the one char LMs use; a real tokenizer plugs in here. */
-typedef int (*cli_encode_fn)(void *ctx, const unsigned char *text, size_t length, int32_t *ids,
-                             size_t capacity, size_t *count);
+/* Text to ids: appends the ids of text[0, length) to ids and counts the
+ * unknown ones. A line reaches encode whole (with its newline) unless it is
+ * longer than TOKENIZE_CHUNK bytes. Two kinds: the byte tokenizer of
+ * character models, and the tokenizers of tokenizer.h (--tokenizer). */
+typedef int (*cli_encode_fn)(void *ctx, const unsigned char *text, size_t length,
+                             tfm_tokenizer_ids *ids, uint64_t *unknown);
 
 typedef struct {
   int32_t ids[256];          /* byte -> id; <unk> for bytes the vocabulary lacks */
-  uint64_t unknown;
 } byte_tokenizer;
 
-static int encode_bytes(void *ctx, const unsigned char *text, size_t length, int32_t *ids,
-                        size_t capacity, size_t *count) {
+static int encode_bytes(void *ctx, const unsigned char *text, size_t length,
+                        tfm_tokenizer_ids *ids, uint64_t *unknown) {
   byte_tokenizer *b = ctx;
-  if (capacity < length) return tfm_fail("tokenize: room for %zu ids, %zu bytes", capacity, length);
   for (size_t i = 0; i < length; i++) {
-    ids[i] = b->ids[text[i]];
-    b->unknown += ids[i] == TFM_UNK;
+    if (tfm_tokenizer_ids_push(ids, b->ids[text[i]])) return TFM_FAILED;
+    *unknown += b->ids[text[i]] == TFM_UNK;
   }
-  *count = length;
+  return TFM_OK;
+}
+
+static int encode_with_tokenizer(void *ctx, const unsigned char *text, size_t length,
+                                 tfm_tokenizer_ids *ids, uint64_t *unknown) {
+  tfm_tokenizer *tok = ctx;
+  size_t before = ids->count;
+  if (tfm_tokenizer_encode(tok, (const char *)text, length, ids)) return TFM_FAILED;
+  int32_t unk = tfm_tokenizer_special_ids(tok).unk;
+  for (size_t i = before; unk >= 0 && i < ids->count; i++) *unknown += ids->ids[i] == unk;
   return TFM_OK;
 }
 
@@ -100,14 +107,15 @@ static int output_append(shard_output *o, const int32_t *ids, size_t count, int 
 
 /* Streams the text through encode into the shards: each line (newline
  * included) is a document. */
-static int tokenize_file(const char *path, cli_encode_fn encode, void *ctx, shard_output *o) {
+static int tokenize_file(const char *path, cli_encode_fn encode, void *ctx, shard_output *o,
+                         uint64_t *unknown) {
   FILE *file = fopen(path, "rb");
   if (!file) return tfm_fail("%s: cannot open: %s", path, strerror(errno));
   struct stat st;
   uint64_t total = fstat(fileno(file), &st) == 0 ? (uint64_t)st.st_size : 0, done = 0;
   unsigned char *text = malloc(TOKENIZE_CHUNK);
-  int32_t *ids = malloc(TOKENIZE_CHUNK * sizeof *ids);
-  int status = text && ids ? TFM_OK : tfm_fail("tokenize: out of memory");
+  tfm_tokenizer_ids ids = {0};
+  int status = text ? TFM_OK : tfm_fail("tokenize: out of memory");
   tfm_progress_bar_state bar;
   tfm_progress_bar_start(&bar, stderr, "tokenize", total);
   size_t have = 0;
@@ -121,9 +129,10 @@ static int tokenize_file(const char *path, cli_encode_fn encode, void *ctx, shar
       unsigned char *nl = memchr(text + pos, '\n', end - pos);
       /* An unfinished line waits for more text unless it fills the buffer. */
       if (!nl && !eof && !(pos == 0 && end == TOKENIZE_CHUNK)) break;
-      size_t length = nl ? (size_t)(nl + 1 - (text + pos)) : end - pos, count = 0;
-      status = encode(ctx, text + pos, length, ids, TOKENIZE_CHUNK, &count) ||
-               output_append(o, ids, count, at_line_start);
+      size_t length = nl ? (size_t)(nl + 1 - (text + pos)) : end - pos;
+      ids.count = 0;
+      status = encode(ctx, text + pos, length, &ids, unknown) ||
+               output_append(o, ids.ids, ids.count, at_line_start);
       at_line_start = nl != NULL;
       pos += length;
       done += length;
@@ -135,7 +144,7 @@ static int tokenize_file(const char *path, cli_encode_fn encode, void *ctx, shar
   if (!status) tfm_progress_bar(&bar, total > done ? total : done);
   fclose(file);
   free(text);
-  free(ids);
+  tfm_tokenizer_ids_free(&ids);
   return status;
 }
 
@@ -155,9 +164,54 @@ static const char *shard_vocab_path(const char *spec, char *buf, size_t size) {
   return buf;
 }
 
+/* The byte tokenizer of a character model: --vocab (a trained model's),
+ * else the bytes of the text, as train builds it; written beside the
+ * shards. */
+static int tokenize_bytes(Task *t, const Cli *c, shard_output *o, uint64_t *unknown) {
+  char vocab_out[4096];
+  shard_vocab_path(c->out, vocab_out, sizeof vocab_out);
+  int status = c->vocab_path ? tfm_vocab_read(&t->vocab, c->vocab_path)
+                             : tfm_vocab_build_bytes(&t->vocab, c->data);
+  if (!status && (int64_t)t->vocab.count > t->model_vocab)
+    status = tfm_fail("the text has %zu tokens (specials included) but the model's vocabulary "
+                      "is %" PRId64 "; rebuild with -D vocab=%zu", t->vocab.count,
+                      t->model_vocab, t->vocab.count);
+  byte_tokenizer bytes;
+  if (!status) byte_tokenizer_init(&bytes, &t->vocab);
+  if (!status) status = tokenize_file(c->data, encode_bytes, &bytes, o, unknown);
+  if (!status && !o->open) status = output_next_shard(o); /* an empty text: an empty shard */
+  if (!status) status = output_finish(o);
+  if (!status) status = tfm_vocab_write(&t->vocab, vocab_out);
+  if (!status) printf("vocabulary (the text's bytes) in %s\n", vocab_out);
+  return status;
+}
+
+/* --tokenizer FILE: its ids, which must fit the model's vocabulary. */
+static int tokenize_with(const char *path, Task *t, const Cli *c, shard_output *o,
+                         uint64_t *unknown) {
+  tfm_tokenizer *tok;
+  if (tfm_tokenizer_load(path, &tok)) return TFM_FAILED;
+  size_t size = tfm_tokenizer_vocab_size(tok);
+  int status = (int64_t)size > t->model_vocab
+                   ? tfm_fail("%s: the tokenizer has %zu tokens but model %s's vocabulary is %"
+                              PRId64 "; rebuild with -D vocab=%zu", path, size, tfm_model.name,
+                              t->model_vocab, size)
+                   : TFM_OK;
+  if (!status) status = tokenize_file(c->data, encode_with_tokenizer, tok, o, unknown);
+  if (!status && !o->open) status = output_next_shard(o);
+  if (!status) status = output_finish(o);
+  if (!status)
+    printf("tokenizer %s (%s, %zu tokens): ids below %zu of the model's %" PRId64 "\n", path,
+           tfm_tokenizer_kind_name(tfm_tokenizer_kind_of(tok)), size, size, t->model_vocab);
+  tfm_tokenizer_free(tok);
+  return status;
+}
+
 int cli_tokenize(const char *prog, const Cli *c) {
   if (!c->data) return cli_usage_error(prog, "%s", "tokenize needs --data TEXT");
   if (!c->out) return cli_usage_error(prog, "%s", "tokenize needs --out FILE_OR_FOLDER");
+  if (c->tokenizer && c->vocab_path)
+    return cli_usage_error(prog, "%s", "tokenize takes --tokenizer FILE or --vocab FILE, not both");
   Task t = {.cli = c};
   if (cli_task_shapes(&t)) return cli_fail(prog);
   if (t.translation)
@@ -168,30 +222,16 @@ int cli_tokenize(const char *prog, const Cli *c) {
                     .vocab_size = (uint64_t)t.model_vocab};
   if (o.folder && mkdir(c->out, 0777) != 0 && errno != EEXIST)
     return tfm_fail("%s: cannot create the folder: %s", c->out, strerror(errno)), cli_fail(prog);
-  char vocab_out[4096];
-  shard_vocab_path(c->out, vocab_out, sizeof vocab_out);
-  /* The model's vocabulary: --vocab (a trained model's), else the bytes
-   * of the text, as train builds it for a char LM. */
-  int status = c->vocab_path ? tfm_vocab_read(&t.vocab, c->vocab_path)
-                             : tfm_vocab_build_bytes(&t.vocab, c->data);
-  if (!status && (int64_t)t.vocab.count > t.model_vocab)
-    status = tfm_fail("the text has %zu tokens (specials included) but the model's vocabulary "
-                      "is %" PRId64 "; rebuild with -D vocab=%zu", t.vocab.count, t.model_vocab,
-                      t.vocab.count);
-  byte_tokenizer bytes;
-  if (!status) byte_tokenizer_init(&bytes, &t.vocab);
-  if (!status) status = tokenize_file(c->data, encode_bytes, &bytes, &o);
-  if (!status && !o.open) status = output_next_shard(&o); /* an empty text: an empty shard */
-  if (!status) status = output_finish(&o);
-  if (!status) status = tfm_vocab_write(&t.vocab, vocab_out);
+  uint64_t unknown = 0;
+  int status = c->tokenizer ? tokenize_with(c->tokenizer, &t, c, &o, &unknown)
+                            : tokenize_bytes(&t, c, &o, &unknown);
   if (o.open) tfm_shard_writer_abort(&o.writer);
   tfm_vocab_free(&t.vocab);
   if (status) return cli_fail(prog);
   printf("tokenized %s: %" PRIu64 " tokens in %" PRIu64 " documents (lines), %zu shard%s in %s, "
-         "vocabulary %" PRId64 " (%d-byte ids), %" PRIu64 " unknown bytes; vocabulary in %s\n",
+         "vocabulary %" PRId64 " (%d-byte ids), %" PRIu64 " unknown\n",
          c->data, o.tokens, o.documents, o.shards, o.shards == 1 ? "" : "s", c->out,
-         t.model_vocab, t.model_vocab <= TFM_SHARD_U16_MAX_VOCAB ? 2 : 4, bytes.unknown,
-         vocab_out);
+         t.model_vocab, t.model_vocab <= TFM_SHARD_U16_MAX_VOCAB ? 2 : 4, unknown);
   return 0;
 }
 
