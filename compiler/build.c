@@ -208,6 +208,24 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     }
   }
 
+  /* One graph for each pretrained block: another tool's checkpoint in, the
+   * params it sets out (the binary's --init). */
+  int num_pretrained = m->pretrained.len;
+  Graph **pretrained = pool_alloc(sizeof(Graph *) * (size_t)(num_pretrained + 1));
+  for (int i = 0; i < num_pretrained; i++) {
+    CheckedModel *pm;
+    const Pretrained *p = m->pretrained.items[i];
+    pretrained[i] = lower_pretrained_graph(&fo, p->name, &pm);
+    if (!pretrained[i]) {
+      for (int k = 0; k < i; k++) graph_free(pretrained[k]);
+      graph_free(forward);
+      graph_free(train);
+      graph_free(init);
+      graph_free(inspect);
+      return 1;
+    }
+  }
+
   const char *tmp = getenv("TMPDIR");
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/tfmc-build-XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -215,11 +233,27 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     diag_error_noloc("cannot make a temporary folder for the objects in %s", tmp && *tmp ? tmp : "/tmp");
     return 1;
   }
-  enum { NUM_GRAPHS = 4 };
-  Compiled graphs[NUM_GRAPHS] = {{.prefix = "tfm_init", .name = "init", .lowered = init},
-                                 {.prefix = "tfm_train", .name = "train", .lowered = train},
-                                 {.prefix = "tfm_forward", .name = "forward", .lowered = forward},
-                                 {.prefix = "tfm_inspect", .name = "inspect", .lowered = inspect}};
+  int num_graphs = 4 + num_pretrained;
+  Compiled *graphs = pool_alloc(sizeof(Compiled) * (size_t)num_graphs);
+  memset(graphs, 0, sizeof(Compiled) * (size_t)num_graphs);
+  graphs[0] = (Compiled){.prefix = "tfm_init", .name = "init", .lowered = init};
+  graphs[1] = (Compiled){.prefix = "tfm_train", .name = "train", .lowered = train};
+  graphs[2] = (Compiled){.prefix = "tfm_forward", .name = "forward", .lowered = forward};
+  graphs[3] = (Compiled){.prefix = "tfm_inspect", .name = "inspect", .lowered = inspect};
+  const char **pretrained_names = pool_alloc(sizeof(char *) * (size_t)(num_pretrained + 1));
+  const char **pretrained_prefixes = pool_alloc(sizeof(char *) * (size_t)(num_pretrained + 1));
+  int *num_ignored = pool_alloc(sizeof(int) * (size_t)(num_pretrained + 1));
+  const char *const **ignored = pool_alloc(sizeof(char **) * (size_t)(num_pretrained + 1));
+  for (int i = 0; i < num_pretrained; i++) {
+    const Pretrained *p = m->pretrained.items[i];
+    pretrained_names[i] = p->name;
+    pretrained_prefixes[i] = pool_printf("tfm_pretrained_%d", i);
+    num_ignored[i] = p->ignored.len;
+    ignored[i] = (const char *const *)p->ignored.items;
+    graphs[4 + i] = (Compiled){.prefix = pretrained_prefixes[i],
+                               .name = pool_printf("pretrained %s", p->name),
+                               .lowered = pretrained[i]};
+  }
   /* The config as text, for the binary's `info` and checkpoints. */
   const char **keys = pool_alloc(sizeof(char *) * (size_t)(m->config.len + 1));
   const char **values = pool_alloc(sizeof(char *) * (size_t)(m->config.len + 1));
@@ -231,20 +265,23 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   const SourceFile *src = source_get(m->at.file);
   ModelDescription d = {m->name, src ? src->path : "?", m->config.len, keys, values,
                         init ? "tfm_init" : NULL, train ? "tfm_train" : NULL, "tfm_forward",
-                        inspect ? "tfm_inspect" : NULL};
+                        inspect ? "tfm_inspect" : NULL, num_pretrained, pretrained_names,
+                        pretrained_prefixes, num_ignored, ignored};
   graphs[2].model = &d;
-  for (int i = 0; i < NUM_GRAPHS; i++) {
+  for (int i = 0; i < num_graphs; i++) {
     graphs[i].options = b;
     snprintf(graphs[i].object, sizeof graphs[i].object, "%s/%s.o", dir, graphs[i].prefix);
   }
   /* The train graph is the big one: it compiles on this thread while a
    * second one does init and forward (each module has its own LLVM
    * context). */
-  Compiled *side[NUM_GRAPHS] = {NULL}, *main_work[2] = {NULL};
+  Compiled **side = pool_alloc(sizeof(Compiled *) * (size_t)(num_graphs + 1)), *main_work[2] = {NULL};
   int ns = 0;
   if (init) side[ns++] = &graphs[0];
   side[ns++] = &graphs[2];
   if (inspect) side[ns++] = &graphs[3];
+  for (int i = 0; i < num_pretrained; i++) side[ns++] = &graphs[4 + i];
+  side[ns] = NULL;
   if (train) main_work[0] = &graphs[1];
   pthread_t thread;
   int threaded = cpu_initialize() && pthread_create(&thread, NULL, compile_graphs, side) == 0;
@@ -253,8 +290,8 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   if (threaded) pthread_join(thread, NULL);
 
   int ok = 1, count = 0;
-  const char *objects[NUM_GRAPHS];
-  for (int i = 0; i < NUM_GRAPHS; i++) {
+  const char **objects = pool_alloc(sizeof(char *) * (size_t)num_graphs);
+  for (int i = 0; i < num_graphs; i++) {
     if (!graphs[i].module && !graphs[i].error[0]) continue; /* no such graph */
     if (!graphs[i].ok) {
       diag_error_noloc("%s", graphs[i].error);
@@ -277,7 +314,7 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     HeaderModel hm = {m->name, d.source, nh, hg};
     ok = build_write_header(b->header, &hm) == 0;
   }
-  for (int i = 0; i < NUM_GRAPHS; i++) compiled_free(&graphs[i]);
+  for (int i = 0; i < num_graphs; i++) compiled_free(&graphs[i]);
   rmdir(dir);
   if (ok && b->verbose)
     fprintf(stderr, "tfmc: built %s (%d graphs) in %.2f s\n", b->output, count, now() - start);

@@ -44,8 +44,10 @@ static const char usage_text[] =
     "  -D NAME=VALUE   override a config value (repeatable; -DNAME=VALUE works too)\n"
     "  --variant NAME  apply a named variant block before the -D overrides\n"
     "  -I DIR          also look for imports in DIR (after the file's own folder)\n"
-    "  --train         emit graph|dot|kernels|llvm|asm|ptx: the training graph instead\n"
+      "  --train         emit graph|dot|kernels|llvm|asm|ptx: the training graph instead\n"
     "                  of the forward one\n"
+    "  --pretrained NAME  emit graph|dot: the graph of the model's 'pretrained NAME'\n"
+    "                  block (inputs: the checkpoint's tensors; outputs: the params)\n"
     "  --no-opt        emit graph|dot|kernels|llvm|asm|ptx: the graph as lowered, before\n"
     "                  folding, simplification, CSE and dead-code elimination\n"
     "  --layers        emit dot: a box per layer instance (encoder.3.attn), nested\n"
@@ -263,6 +265,7 @@ int main(int argc, char **argv) {
   int train = 0, optimize = 1, dtype_given = 0;
   BuildOptions build = {.cpu = "native"};
   EmitDotOptions dot = {0};
+  const char *pretrained = NULL;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -277,6 +280,9 @@ int main(int argc, char **argv) {
       train = 1;
     } else if (!strcmp(a, "--no-opt")) {
       optimize = 0;
+    } else if (valued_option(a, "--pretrained", argc, argv, &i, &v)) {
+      if (!v || !*v) return usage_error("%s needs the block's name", "--pretrained");
+      pretrained = v;
     } else if (!strcmp(a, "--layers")) {
       dot.layers = true;
     } else if (!strcmp(a, "--fused")) {
@@ -364,6 +370,8 @@ int main(int argc, char **argv) {
   if (dtype_given && strcmp(command, "build") && strcmp(command, "stats") && !graph_form)
     return usage_error("%s", "--dtype goes with build, stats and emit graph, dot, kernels, llvm, "
                              "asm or ptx");
+  if (pretrained && (train || (form != 1 && form != 2)))
+    return usage_error("%s", "--pretrained goes with emit graph or dot (not --train)");
   if ((dot.layers || dot.fused || dot.svg) && form != 2)
     return usage_error("%s", "--layers, --fused and --svg go with emit dot");
   if (!known_cpu(build.cpu))
@@ -395,7 +403,7 @@ int main(int argc, char **argv) {
   Graph *g = NULL;
   if (graph_form) {
     opt.training = 0; /* the forward graph: dropout is the identity */
-    g = lower_model(&opt, train, &m);
+    g = pretrained ? lower_pretrained_graph(&opt, pretrained, &m) : lower_model(&opt, train, &m);
     if (g && optimize) g = optimize_graph(g);
     if (!g) m = NULL;
   }

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "pretrained.h"
 #include "tokenizer.h"
 
 #include "beam.h"
@@ -49,6 +50,9 @@ static const char usage[] =
     "            tokenizer (GPT-2's kind) trained on the files, as Hugging Face's\n"
     "            tokenizer.json\n"
     "  tokenizer encode --tokenizer FILE --text T: the ids and tokens of T\n"
+    "  forward   (--load CKPT | --init FILE) --inputs IN.safetensors --out OUT.safetensors:\n"
+    "            the forward graph once on the inputs of the file (named as 'info'\n"
+    "            lists them, same dtype and shape), every output written to OUT\n"
     "  info      the model's config and buffers\n"
     "\n"
     "options:\n"
@@ -65,6 +69,12 @@ static const char usage[] =
     "  --resume           continue from --save when it exists\n"
     "  --load FILE        checkpoint to evaluate, translate or generate with (train\n"
     "                     refuses it: continue a run with --save FILE --resume)\n"
+    "  --init FILE        another tool's checkpoint (a Hugging Face safetensors file,\n"
+    "                     f32, bf16 or f64) read through the model's 'pretrained' block:\n"
+    "                     train starts from it (fine-tuning; ignored when --resume finds\n"
+    "                     --save), eval/generate/translate/attention run it in place of\n"
+    "                     --load; params the block does not set keep their initial values\n"
+    "  --pretrained NAME  with --init: which pretrained block (default: the only one)\n"
     "  --vocab FILE       vocabulary (default: CHECKPOINT.vocab, written when training)\n"
     "  --seed N           initialisation and data order (default 1)\n"
     "  --threads N        worker threads (default: TFM_THREADS or every CPU)\n"
@@ -87,7 +97,9 @@ static const char usage[] =
     "                     each translation and save the model output NAME per pair\n"
     "  --dump-file FILE   where --dump writes: safetensors, tensor NAME.I per pair I\n"
     "                     (output shape less the batch axis), metadata src.I/tgt.I\n"
-    "  --out FILE         average: the checkpoint to write; tokenize: the shard file, or\n"
+    "  --inputs FILE      forward: a safetensors file holding the model's inputs\n"
+    "  --out FILE         average: the checkpoint to write; forward: the outputs' file;\n"
+    "                     tokenize: the shard file, or\n"
     "                     the folder of shards (with --shard-size, or when it exists)\n"
     "  --shard-size N     tokenize: at most N tokens per shard, written as\n"
     "                     FOLDER/00000.tokshard, 00001.tokshard, ... (default: one file)\n"
@@ -610,8 +622,11 @@ static int cmd_train(const char *prog, const Cli *c, tfm_pool *pool) {
   if (!tfm_model.train)
     return tfm_fail("model %s has no train block; it cannot be trained", tfm_model.name), cli_fail(prog);
   Task t = {.seed = c->seed, .cli = c, .pool = pool};
+  const tfm_pretrained_desc *block = NULL;
+  if (c->init && tfm_pretrained_find(&tfm_model, c->pretrained, &block)) return cli_fail(prog);
   if (cli_task_shapes(&t) || task_open_train(&t, c)) return cli_fail(prog);
   tfm_train_options o = {.model = &tfm_model, .steps = c->steps, .seed = c->seed,
+                         .init_path = c->init, .init_block = block,
                          .save_path = c->save, .save_every = c->every, .keep = c->keep,
                          .resume = c->resume,
                          .log_every = c->log_every, .log = stdout, .pool = pool,
@@ -632,11 +647,33 @@ static int cmd_train(const char *prog, const Cli *c, tfm_pool *pool) {
 
 /* eval / translate / generate / attention: graph `desc` (forward or inspect)
  * with a checkpoint's params. */
+/* --init FILE: the init graph's params, then those the pretrained block
+ * reads from FILE; the vocabulary only with --vocab. */
+static int open_pretrained(const char *prog, const Cli *c, Task *t, const tfm_graph_desc *desc,
+                           tfm_graph *g) {
+  const tfm_pretrained_desc *block;
+  if (tfm_pretrained_find(&tfm_model, c->pretrained, &block) || cli_task_shapes(t) ||
+      (c->vocab_path && (tfm_vocab_read(&t->vocab, c->vocab_path) || check_vocab_fits(t))) ||
+      tfm_graph_open(g, desc))
+    return cli_fail(prog);
+  if (tfm_initialise(g, &tfm_model, c->seed, t->pool) ||
+      tfm_init_pretrained(g, block, c->init, t->pool, stderr)) {
+    tfm_graph_close(g);
+    return cli_fail(prog);
+  }
+  return 0;
+}
+
 int cli_open_trained(const char *prog, const Cli *c, Task *t, const tfm_graph_desc *desc,
                      tfm_graph *g) {
   char buf[4096];
-  if (!c->load) return cli_usage_error(prog, "%s", "this command needs --load CHECKPOINT");
+  if (c->load && c->init)
+    return cli_usage_error(prog, "%s", "give --load CHECKPOINT (tfm's) or --init FILE (another "
+                                       "tool's), not both");
   if (!desc) return tfm_fail("model %s has no forward graph", tfm_model.name), cli_fail(prog);
+  if (c->init) return open_pretrained(prog, c, t, desc, g);
+  if (!c->load)
+    return cli_usage_error(prog, "%s", "this command needs --load CHECKPOINT (or --init FILE)");
   /* Token shards need no vocabulary: theirs, if any, is checked at open. */
   const char *vpath = vocab_file(c, c->load, buf, sizeof buf);
   FILE *vocab = t->sharded && !c->vocab_path ? fopen(vpath, "r") : NULL;
@@ -660,7 +697,8 @@ int cli_open_trained(const char *prog, const Cli *c, Task *t, const tfm_graph_de
 /* eval: held-out loss, and for translation exact match (showing --show
  * examples); translate: every translation of the pairs. */
 static int cmd_eval_or_translate(const char *prog, const Cli *c, tfm_pool *pool) {
-  Task t = {.cli = c, .sharded = !strcmp(c->command, "eval") && cli_shards_named(c->test ? c->test : c->data)};
+  Task t = {.cli = c, .pool = pool,
+            .sharded = !strcmp(c->command, "eval") && cli_shards_named(c->test ? c->test : c->data)};
   tfm_graph fwd;
   int status = cli_open_trained(prog, c, &t, tfm_model.forward, &fwd);
   if (status) return status;
@@ -763,7 +801,7 @@ static int generate_tokens(Task *t, tfm_graph *fwd, tfm_pool *pool, Context *x) 
 }
 
 static int cmd_generate(const char *prog, const Cli *c, tfm_pool *pool) {
-  Task t = {.cli = c, .sharded = c->tokenizer != NULL}; /* a tokenizer's ids need no vocabulary */
+  Task t = {.cli = c, .pool = pool, .sharded = c->tokenizer != NULL}; /* a tokenizer's ids need no vocabulary */
   tfm_graph fwd;
   int status = cli_open_trained(prog, c, &t, tfm_model.forward, &fwd);
   if (status) return status;
@@ -851,6 +889,8 @@ int main(int argc, char **argv) {
                       : !strcmp(a, "--html") ? &c.html : !strcmp(a, "--layer") ? &c.layer
                       : !strcmp(a, "--head") ? &c.head : !strcmp(a, "--output") ? &c.outputs
                       : !strcmp(a, "--tokenizer") ? &c.tokenizer
+                      : !strcmp(a, "--init") ? &c.init : !strcmp(a, "--pretrained") ? &c.pretrained
+                      : !strcmp(a, "--inputs") ? &c.inputs
                       : NULL;
     uint64_t *num = !strcmp(a, "--steps") ? &c.steps : !strcmp(a, "--every") ? &c.every
                   : !strcmp(a, "--seed") ? &c.seed : !strcmp(a, "--log-every") ? &c.log_every
@@ -897,6 +937,7 @@ int main(int argc, char **argv) {
   if (c.keep && !c.every) return cli_usage_error(prog, "%s", "--keep needs --every N");
   /* train starts from its own --save with --resume; a --load it ignored
    * would train from scratch without a word. */
+  if (c.pretrained && !c.init) return cli_usage_error(prog, "%s", "--pretrained goes with --init");
   if (!strcmp(c.command, "train") && c.load)
     return cli_usage_error(prog, "%s", "train does not read --load: to continue a run, give its "
                                    "checkpoint as --save and add --resume");
@@ -913,8 +954,9 @@ int main(int argc, char **argv) {
     status = cmd_eval_or_translate(prog, &c, pool);
   else if (!strcmp(c.command, "generate")) status = cmd_generate(prog, &c, pool);
   else if (!strcmp(c.command, "attention")) status = cli_attention(prog, &c, pool);
+  else if (!strcmp(c.command, "forward")) status = cli_forward(prog, &c, pool);
   else status = cli_usage_error(prog, "unknown command '%s' (train, eval, translate, generate, "
-                                      "attention, average, tokenize, tokenizer, info)",
+                                      "attention, forward, average, tokenize, tokenizer, info)",
                                       c.command);
   /* Also after a failure: the steps that ran are still worth seeing. */
   if (c.profile) tfm_profile_report(stderr);

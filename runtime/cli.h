@@ -18,6 +18,9 @@ typedef struct Cli {
   const char *text, *html;  /* attention --text T --html FILE */
   const char *layer, *head, *outputs; /* attention --layer L --head H --output A,B */
   const char *tokenizer;    /* --tokenizer FILE (tokenizer.h) */
+  const char *init;         /* --init FILE: another tool's checkpoint (pretrained.h) */
+  const char *pretrained;   /* --pretrained NAME: the block that reads it */
+  const char *inputs;       /* forward --inputs IN.safetensors */
   uint64_t steps, every, keep, seed, log_every, threads, length, show;
   uint64_t beam;            /* 0: greedy decoding (no --beam) */
   uint64_t shard_size;      /* tokenize --shard-size N: tokens per shard (0: one file) */
@@ -70,6 +73,9 @@ int cli_attention(const char *prog, const Cli *c, tfm_pool *pool);
 
 /* tokenize: text to token shards (shard_cmd.c). */
 int cli_tokenize(const char *prog, const Cli *c);
+/* forward: the forward graph on inputs from a file, its outputs to a file
+ * (forward_cmd.c). */
+int cli_forward(const char *prog, const Cli *c, tfm_pool *pool);
 /* tokenizer train|encode (tokenizer_cmd.c). */
 int cli_tokenizer(const char *prog, const Cli *c);
 /* Whether spec names token shards (tfm_shards_named); 0 for NULL. */

@@ -1,6 +1,7 @@
 /* The contract between a compiled model and the runtime.
  *
- * tfmc compiles up to four graphs of a model (init, train, forward, inspect); for
+ * tfmc compiles up to four graphs of a model (init, train, forward, inspect),
+ * and one for each of its pretrained blocks; for
  * each, the generated object defines its kernels, its entry points and a
  * tfm_graph_desc that names every buffer the runtime touches. The object
  * also defines `tfm_model`, the tfm_model_info tying them together. The
@@ -51,6 +52,17 @@ typedef struct tfm_graph_desc {
   const tfm_kernel_desc *kernels;
 } tfm_graph_desc;
 
+/* A `pretrained NAME { ... }` block of the model: its graph reads another
+ * tool's checkpoint (inputs named like that file's tensors) and outputs
+ * the params it sets (named like them); `ignored` are the file's tensors
+ * it leaves out on purpose. See pretrained.h. */
+typedef struct tfm_pretrained_desc {
+  const char *name;
+  const tfm_graph_desc *graph;
+  int32_t num_ignored;
+  const char *const *ignored;
+} tfm_pretrained_desc;
+
 typedef struct tfm_model_info {
   const char *name;               /* the model's name in the .tfm file */
   const char *source;             /* the .tfm file it was compiled from */
@@ -62,6 +74,8 @@ typedef struct tfm_model_info {
   const tfm_graph_desc *forward;
   const tfm_graph_desc *inspect;  /* forward plus the probes (a layer's `output`s);
                                      NULL when the model has none */
+  int32_t num_pretrained;
+  const tfm_pretrained_desc *pretrained;
 } tfm_model_info;
 
 /* --- a graph instance: its arena and buffers ------------------------------- */

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "metrics.h"
+#include "pretrained.h"
 #include "train.h"
 
 static int file_exists(const char *path) {
@@ -43,6 +44,19 @@ int tfm_initialise(tfm_graph *train, const tfm_model_info *model, uint64_t seed,
   int status = tfm_graph_take_init(train, &init);
   tfm_graph_close(&init);
   return status;
+}
+
+int tfm_init_pretrained(tfm_graph *g, const tfm_pretrained_desc *block, const char *path,
+                        tfm_pool *pool, FILE *log) {
+  tfm_pretrained_report r;
+  if (tfm_pretrained_load(g, block, path, pool, &r)) return TFM_FAILED;
+  if (log) {
+    fprintf(log, "initialised from %s (pretrained %s): %zu tensors into %zu parameters", path,
+            block->name, r.tensors_read, r.params_set);
+    if (r.params_kept) fprintf(log, "; %zu kept their initial values: %s", r.params_kept, r.kept);
+    fprintf(log, "\n");
+  }
+  return TFM_OK;
 }
 
 static int save(const tfm_graph *g, const tfm_train_options *o, uint64_t step) {
@@ -111,7 +125,8 @@ int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
       goto done;
     }
     if (o->log) fprintf(o->log, "resuming from %s at step %llu\n", o->save_path, (unsigned long long)first);
-  } else if (tfm_initialise(&g, model, o->seed, o->pool)) {
+  } else if (tfm_initialise(&g, model, o->seed, o->pool) ||
+             (o->init_path && tfm_init_pretrained(&g, o->init_block, o->init_path, o->pool, o->log))) {
     goto done;
   }
   tfm_progress progress;

@@ -32,6 +32,8 @@ typedef struct tfm_train_options {
   const char *metrics_path; /* --metrics: a JSON line per logged step (metrics.h), or NULL */
   uint64_t threads;       /* recorded in the metrics file */
   tfm_held_out_fn held_out; /* may be NULL: no test_loss in the metrics */
+  const char *init_path;  /* --init: another tool's checkpoint, read through */
+  const tfm_pretrained_desc *init_block; /* this pretrained block after initialising */
   void *batch_ctx;
 } tfm_train_options;
 
@@ -42,6 +44,10 @@ typedef struct tfm_train_result {
 
 /* Runs the init graph with `seed` and copies its outputs into g's params. */
 int tfm_initialise(tfm_graph *g, const tfm_model_info *model, uint64_t seed, tfm_pool *pool);
+/* Then (--init) the params pretrained `block` sets, from the checkpoint at
+ * path (pretrained.h); says what it did on `log` (may be NULL). */
+int tfm_init_pretrained(tfm_graph *g, const tfm_pretrained_desc *block, const char *path,
+                        tfm_pool *pool, FILE *log);
 int tfm_train(const tfm_train_options *options, tfm_train_result *result);
 /* Where the periodic checkpoint of `step` is kept: save_path with
  * ".step" and the step in 8 digits before a ".safetensors" suffix (else at

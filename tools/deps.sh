@@ -59,6 +59,8 @@ tfm_install_test_tools() {
   command -v nvim >/dev/null 2>&1 || missing+=(neovim)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+  # Debian's PyTorch: the reference the pretrained-model tests compare with.
+  /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || missing+=(python3-torch)
   [ ${#missing[@]} -eq 0 ] && return 0
   local sudo=""
   if [ "$(id -u)" -ne 0 ]; then
@@ -98,6 +100,28 @@ tfm_python_with_safetensors() {
   "$venv/bin/python" -c 'import sentencepiece as s; assert s.__version__.startswith("0.1.")' 2>/dev/null ||
     "$venv/bin/python" -m pip install -q --timeout 60 --disable-pip-version-check 'sentencepiece==0.1.99' >&2 ||
     echo "tfm: could not install the sentencepiece package; its tokenizer tests will be skipped" >&2
+  echo "$venv/bin/python"
+}
+
+# transformers, the reference of the pretrained-model tests (tests/pretrained:
+# Hugging Face checkpoints into models/gpt2.tfm and models/bert.tfm), in a
+# virtual environment at $1 over Debian's python3-torch (1.13) and numpy:
+# transformers 4.40 is the last series that supports that torch, and the
+# system's numpy is pinned so that pip does not bring one torch was not
+# built for. Prints its python, or nothing without torch or PyPI (those
+# tests then report themselves skipped).
+tfm_python_with_transformers() {
+  local venv=$1 numpy
+  /usr/bin/python3 -c 'import torch' 2>/dev/null || return 0
+  numpy=$(/usr/bin/python3 -c 'import numpy; print(numpy.__version__)' 2>/dev/null) || return 0
+  if [ ! -x "$venv/bin/python" ]; then
+    /usr/bin/python3 -m venv --system-site-packages "$venv" >&2 || return 0
+  fi
+  "$venv/bin/python" -c 'import transformers, safetensors' 2>/dev/null ||
+    "$venv/bin/python" -m pip install -q --timeout 60 --disable-pip-version-check \
+      'transformers==4.40.2' "numpy==$numpy" >&2 ||
+    { echo "tfm: could not install transformers; the pretrained-model tests will be skipped" >&2
+      return 0; }
   echo "$venv/bin/python"
 }
 

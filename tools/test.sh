@@ -30,6 +30,8 @@ elif [ -n "${1:-}" ]; then
 fi
 python=$(tfm_python_with_safetensors "$root/build-pyenv")
 [ -z "$python" ] || flags+=(-DPython3_EXECUTABLE="$python")
+hf_python=$(tfm_python_with_transformers "$root/build-pyenv-hf")
+[ -z "$hf_python" ] || flags+=(-DTFM_HF_PYTHON="$hf_python")
 cmake -S "$root" -B "$build" -G Ninja "${flags[@]}" > "$build.configure.log" 2>&1 ||
   { cat "$build.configure.log"; exit 1; }
 cmake --build "$build" -j "$(tfm_jobs)" "${targets[@]}"

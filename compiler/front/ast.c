@@ -61,12 +61,12 @@ const char *node_kind_name(NodeKind kind) {
       [N_NAME] = "name", [N_ELLIPSIS] = "ellipsis", [N_UNARY] = "unary",
       [N_BINARY] = "binary", [N_CALL] = "call", [N_ARG] = "arg", [N_MEMBER] = "member",
       [N_INDEX] = "index", [N_LIST] = "list", [N_TYPE] = "type", [N_LET] = "let",
-      [N_ASSIGN] = "assign", [N_PARAM] = "param", [N_INPUT] = "input",
+      [N_ASSIGN] = "assign", [N_SET] = "set", [N_PARAM] = "param", [N_INPUT] = "input",
       [N_OUTPUT] = "output", [N_IF] = "if", [N_FOR] = "for", [N_RETURN] = "return",
       [N_ASSERT] = "assert", [N_FORWARD] = "forward", [N_BLOCK] = "block",
       [N_IMPORT] = "import", [N_CONFIG] = "config", [N_VARIANT] = "variant",
       [N_ENTRY] = "entry", [N_FN] = "fn", [N_LAYER] = "layer", [N_MODEL] = "model",
-      [N_TRAIN] = "train", [N_PARAMDEF] = "paramdef", [N_PROGRAM] = "program",
+      [N_TRAIN] = "train", [N_PRETRAINED] = "pretrained", [N_PARAMDEF] = "paramdef", [N_PROGRAM] = "program",
       [N_ERROR] = "error"};
   return names[kind];
 }

@@ -31,6 +31,7 @@ typedef enum NodeKind {
   /* statements */
   N_LET,      /* name, b = index (or NULL), a = value */
   N_ASSIGN,   /* name, a = value */
+  N_SET,      /* a = target (N_MEMBER: instance.param), b = value; pretrained blocks */
   N_PARAM,    /* list = names (N_NAME), t = type, a = initialiser (or NULL) */
   N_INPUT,    /* name, t = type */
   N_OUTPUT,   /* name, a = value (or NULL: mark an existing name) */
@@ -49,6 +50,7 @@ typedef enum NodeKind {
   N_LAYER,    /* name, params, c = body (N_BLOCK) */
   N_MODEL,    /* name, c = body */
   N_TRAIN,    /* list = entries */
+  N_PRETRAINED, /* name, c = body (N_BLOCK): how another tool's tensors become the params */
   N_PARAMDEF, /* name, t = type (or NULL), a = default (or NULL) */
   N_PROGRAM,  /* list = items */
   N_ERROR     /* stands for a construct that already had a diagnostic */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "builtins.h"
+#include "builtins_internal.h"
 #include "diag.h"
 #include "lower.h"
 #include "messages.h"
@@ -36,8 +37,8 @@ static const char *params_shown(const char *const *names, const int *optional, i
 
 /* Fills out[i] for each name in `params` (NULL when an optional one is
  * absent). Reports and returns 0 on a missing, unknown or repeated one. */
-static int get_args(const Node *call, const char *fname, const char *params, Arg *args, int nargs,
-                    Arg **out) {
+int builtin_get_args(const Node *call, const char *fname, const char *params, Arg *args, int nargs,
+                     Arg **out) {
   const char *names[8];
   int optional[8], n = 0;
   char buf[128];
@@ -122,7 +123,7 @@ static int number_arg(const Arg *a, const char *fname, const char *what, double 
   return 1;
 }
 
-static int dtype_arg(const Arg *a, const char *fname, DType *out) {
+int builtin_dtype_arg(const Arg *a, const char *fname, DType *out) {
   if (a->value->kind != V_DTYPE) {
     diag_error(a->node->span, "%s: expected a dtype (f32, f64, i32, bf16), got %s", fname,
                value_kind_name(a->value));
@@ -187,7 +188,7 @@ static const char *const unary_names[] = {"exp", "log", "sqrt", "rsqrt", "tanh",
 
 static Value *fn_unary(const char *name, const Node *call, Arg *args, int nargs) {
   Arg *a[1];
-  if (!get_args(call, name, "x", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, name, "x", args, nargs, a)) return value_error();
   Value *x = a[0]->value;
   bool any_dtype = !strcmp(name, "abs") || !strcmp(name, "stop_gradient");
   if ((x->kind == V_INT || x->kind == V_FLOAT) && !strcmp(name, "stop_gradient")) return x;
@@ -228,7 +229,7 @@ static Value *fn_maxmin(const char *name, const Node *call, Arg *args, int nargs
   for (int i = 0; i < nargs; i++)
     if (args[i].name && !strcmp(args[i].name, "axis")) return reduce(name, call, args, nargs);
   Arg *a[2];
-  if (!get_args(call, name, "a b", args, nargs, a)) {
+  if (!builtin_get_args(call, name, "a b", args, nargs, a)) {
     diag_note((Span){0}, "%s(a, b) is elementwise; %s(x, axis = k) reduces over an axis", name, name);
     return value_error();
   }
@@ -248,7 +249,7 @@ static Value *fn_maxmin(const char *name, const Node *call, Arg *args, int nargs
 
 static Value *fn_select(const Node *call, Arg *args, int nargs) {
   Arg *a[3];
-  if (!get_args(call, "select", "cond a b", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, "select", "cond a b", args, nargs, a)) return value_error();
   const Value *c = tensor_arg(a[0], "select", "the condition");
   if (!c) return value_error();
   Value *ab;
@@ -277,7 +278,7 @@ static Value *fn_select(const Node *call, Arg *args, int nargs) {
 static Value *fn_cast(const Node *call, Arg *args, int nargs) {
   Arg *a[2];
   DType dt;
-  if (!get_args(call, "cast", "x dtype", args, nargs, a) || !dtype_arg(a[1], "cast", &dt))
+  if (!builtin_get_args(call, "cast", "x dtype", args, nargs, a) || !builtin_dtype_arg(a[1], "cast", &dt))
     return value_error();
   const Value *x = tensor_arg(a[0], "cast", "x");
   if (!x) return value_error();
@@ -291,7 +292,7 @@ static Value *fn_cast(const Node *call, Arg *args, int nargs) {
 
 static Value *reduce(const char *name, const Node *call, Arg *args, int nargs) {
   Arg *a[3];
-  if (!get_args(call, name, "x ?axis ?keepdims", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, name, "x ?axis ?keepdims", args, nargs, a)) return value_error();
   const Value *x = tensor_arg(a[0], name, "x");
   if (!x) return value_error();
   if (!a[1]) {
@@ -329,7 +330,7 @@ static Value *fn_reshape(const Node *call, Arg *args, int nargs) {
   int64_t dims[MAX_RANK];
   const Origin *org[MAX_RANK];
   int n;
-  if (!get_args(call, "reshape", "x shape", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, "reshape", "x shape", args, nargs, a)) return value_error();
   const Value *x = tensor_arg(a[0], "reshape", "x");
   if (!x || !int_list_arg(a[1], "reshape", "the shape", dims, org, &n)) return value_error();
   int64_t known = 1, total = tensor_numel(&x->t);
@@ -381,7 +382,7 @@ static Value *fn_permute(const Node *call, Arg *args, int nargs) {
   Arg *a[2];
   int64_t perm[MAX_RANK];
   int n;
-  if (!get_args(call, "permute", "x axes", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, "permute", "x axes", args, nargs, a)) return value_error();
   const Value *x = tensor_arg(a[0], "permute", "x");
   if (!x || !int_list_arg(a[1], "permute", "the axes", perm, NULL, &n)) return value_error();
   if (n != x->t.rank) {
@@ -406,7 +407,7 @@ static Value *fn_permute(const Node *call, Arg *args, int nargs) {
 
 static Value *fn_transpose(const Node *call, Arg *args, int nargs) {
   Arg *a[3];
-  if (!get_args(call, "transpose", "x ?a ?b", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, "transpose", "x ?a ?b", args, nargs, a)) return value_error();
   const Value *x = tensor_arg(a[0], "transpose", "x");
   if (!x) return value_error();
   if (x->t.rank < 2) {
@@ -431,7 +432,7 @@ static Value *fn_broadcast(const Node *call, Arg *args, int nargs) {
   int64_t dims[MAX_RANK];
   const Origin *org[MAX_RANK];
   int n;
-  if (!get_args(call, "broadcast", "x shape", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, "broadcast", "x shape", args, nargs, a)) return value_error();
   const Value *x = tensor_arg(a[0], "broadcast", "x");
   if (!x || !int_list_arg(a[1], "broadcast", "the shape", dims, org, &n)) return value_error();
   TensorType want = {.dtype = x->t.dtype, .rank = n}, out;
@@ -453,7 +454,7 @@ static Value *fn_broadcast(const Node *call, Arg *args, int nargs) {
 static Value *fn_expand(const Node *call, Arg *args, int nargs) {
   Arg *a[2];
   int64_t axis;
-  if (!get_args(call, "expand", "x axis", args, nargs, a) || !int_arg(a[1], "expand", "axis", &axis))
+  if (!builtin_get_args(call, "expand", "x axis", args, nargs, a) || !int_arg(a[1], "expand", "axis", &axis))
     return value_error();
   const Value *x = tensor_arg(a[0], "expand", "x");
   if (!x) return value_error();
@@ -477,7 +478,7 @@ static Value *fn_expand(const Node *call, Arg *args, int nargs) {
 static Value *fn_squeeze(const Node *call, Arg *args, int nargs) {
   Arg *a[2];
   int64_t axis;
-  if (!get_args(call, "squeeze", "x axis", args, nargs, a) || !int_arg(a[1], "squeeze", "axis", &axis))
+  if (!builtin_get_args(call, "squeeze", "x axis", args, nargs, a) || !int_arg(a[1], "squeeze", "axis", &axis))
     return value_error();
   const Value *x = tensor_arg(a[0], "squeeze", "x");
   if (!x) return value_error();
@@ -500,7 +501,7 @@ static Value *fn_squeeze(const Node *call, Arg *args, int nargs) {
 static Value *fn_slice(const Node *call, Arg *args, int nargs) {
   Arg *a[4];
   int64_t axis, start, end;
-  if (!get_args(call, "slice", "x axis start end", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, "slice", "x axis start end", args, nargs, a)) return value_error();
   const Value *x = tensor_arg(a[0], "slice", "x");
   if (!x || !int_arg(a[1], "slice", "axis", &axis) || !int_arg(a[2], "slice", "start", &start) ||
       !int_arg(a[3], "slice", "end", &end))
@@ -524,7 +525,7 @@ static Value *fn_slice(const Node *call, Arg *args, int nargs) {
 static Value *fn_concat(const Node *call, Arg *args, int nargs) {
   Arg *a[2];
   int64_t axis;
-  if (!get_args(call, "concat", "xs axis", args, nargs, a) || !int_arg(a[1], "concat", "axis", &axis))
+  if (!builtin_get_args(call, "concat", "xs axis", args, nargs, a) || !int_arg(a[1], "concat", "axis", &axis))
     return value_error();
   const Value *xs = a[0]->value;
   if (xs->kind != V_LIST || xs->items.len == 0) {
@@ -560,7 +561,7 @@ static Value *fn_pad(const Node *call, Arg *args, int nargs) {
   Arg *a[5];
   int64_t axis, before, after;
   double value = 0;
-  if (!get_args(call, "pad", "x axis before after ?value", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, "pad", "x axis before after ?value", args, nargs, a)) return value_error();
   const Value *x = tensor_arg(a[0], "pad", "x");
   if (!x || !int_arg(a[1], "pad", "axis", &axis) || !int_arg(a[2], "pad", "before", &before) ||
       !int_arg(a[3], "pad", "after", &after) || (a[4] && !number_arg(a[4], "pad", "value", &value)))
@@ -580,7 +581,7 @@ static Value *fn_pad(const Node *call, Arg *args, int nargs) {
 
 static Value *fn_gather(const Node *call, Arg *args, int nargs) {
   Arg *a[2];
-  if (!get_args(call, "gather", "table indices", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, "gather", "table indices", args, nargs, a)) return value_error();
   const Value *tab = tensor_arg(a[0], "gather", "the table");
   const Value *idx = tensor_arg(a[1], "gather", "the indices");
   if (!tab || !idx) return value_error();
@@ -609,8 +610,8 @@ static Value *fn_one_hot(const Node *call, Arg *args, int nargs) {
   Arg *a[3];
   int64_t n;
   DType dt = DT_F32;
-  if (!get_args(call, "one_hot", "indices n ?dtype", args, nargs, a) ||
-      !int_arg(a[1], "one_hot", "n", &n) || (a[2] && !dtype_arg(a[2], "one_hot", &dt)))
+  if (!builtin_get_args(call, "one_hot", "indices n ?dtype", args, nargs, a) ||
+      !int_arg(a[1], "one_hot", "n", &n) || (a[2] && !builtin_dtype_arg(a[2], "one_hot", &dt)))
     return value_error();
   const Value *idx = tensor_arg(a[0], "one_hot", "the indices");
   if (!idx || !check_dim(n, a[1]->node)) return value_error();
@@ -633,7 +634,7 @@ static Value *fn_one_hot(const Node *call, Arg *args, int nargs) {
 /* ------------------------------------------------------------------------ */
 /* Sources                                                                   */
 
-static Value *shaped(const Node *call, const char *fname, Arg *shape, DType dt) {
+Value *builtin_shaped(const Node *call, const char *fname, Arg *shape, DType dt) {
   int64_t dims[MAX_RANK];
   const Origin *org[MAX_RANK];
   int n;
@@ -652,8 +653,8 @@ static Value *fn_iota(const Node *call, Arg *args, int nargs) {
   Arg *a[2];
   int64_t n;
   DType dt = DT_I32;
-  if (!get_args(call, "iota", "n ?dtype", args, nargs, a) || !int_arg(a[0], "iota", "n", &n) ||
-      (a[1] && !dtype_arg(a[1], "iota", &dt)) || !check_dim(n, a[0]->node))
+  if (!builtin_get_args(call, "iota", "n ?dtype", args, nargs, a) || !int_arg(a[0], "iota", "n", &n) ||
+      (a[1] && !builtin_dtype_arg(a[1], "iota", &dt)) || !check_dim(n, a[0]->node))
     return value_error();
   TensorType t = {.dtype = dt, .rank = 1, .dims = {n}, .origin = {a[0]->value->origin}};
   return lowered(&t, lower_iota(&t));
@@ -663,10 +664,10 @@ static Value *fn_full(const Node *call, Arg *args, int nargs) {
   Arg *a[3];
   double v;
   DType dt = DT_F32;
-  if (!get_args(call, "full", "shape value ?dtype", args, nargs, a) ||
-      !number_arg(a[1], "full", "value", &v) || (a[2] && !dtype_arg(a[2], "full", &dt)))
+  if (!builtin_get_args(call, "full", "shape value ?dtype", args, nargs, a) ||
+      !number_arg(a[1], "full", "value", &v) || (a[2] && !builtin_dtype_arg(a[2], "full", &dt)))
     return value_error();
-  Value *r = shaped(call, "full", a[0], dt);
+  Value *r = builtin_shaped(call, "full", a[0], dt);
   if (r->kind == V_TENSOR) r->node = lower_full(&r->t, v);
   return r;
 }
@@ -705,8 +706,8 @@ ragged:
 static Value *fn_tensor(const Node *call, Arg *args, int nargs) {
   Arg *a[2];
   DType dt = DT_F32;
-  if (!get_args(call, "tensor", "values ?dtype", args, nargs, a) ||
-      (a[1] && !dtype_arg(a[1], "tensor", &dt)))
+  if (!builtin_get_args(call, "tensor", "values ?dtype", args, nargs, a) ||
+      (a[1] && !builtin_dtype_arg(a[1], "tensor", &dt)))
     return value_error();
   TensorType t = {.dtype = dt};
   PtrVec values = {0};
@@ -725,8 +726,8 @@ static Value *fn_tensor(const Node *call, Arg *args, int nargs) {
 
 static Value *fn_random_uniform(const Node *call, Arg *args, int nargs) {
   Arg *a[1];
-  if (!get_args(call, "random_uniform", "shape", args, nargs, a)) return value_error();
-  Value *r = shaped(call, "random_uniform", a[0], DT_F32);
+  if (!builtin_get_args(call, "random_uniform", "shape", args, nargs, a)) return value_error();
+  Value *r = builtin_shaped(call, "random_uniform", a[0], DT_F32);
   if (r->kind == V_TENSOR) r->node = lower_random_uniform(&r->t);
   return r;
 }
@@ -736,7 +737,7 @@ static Value *fn_random_uniform(const Node *call, Arg *args, int nargs) {
 
 static Value *fn_shape(const Node *call, Arg *args, int nargs) {
   Arg *a[1];
-  if (!get_args(call, "shape", "x", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, "shape", "x", args, nargs, a)) return value_error();
   const Value *x = tensor_arg(a[0], "shape", "x");
   if (!x) return value_error();
   Value *l = value_new(V_LIST);
@@ -747,7 +748,7 @@ static Value *fn_shape(const Node *call, Arg *args, int nargs) {
 static Value *fn_dim(const Node *call, Arg *args, int nargs) {
   Arg *a[2];
   int64_t axis;
-  if (!get_args(call, "dim", "x axis", args, nargs, a) || !int_arg(a[1], "dim", "axis", &axis))
+  if (!builtin_get_args(call, "dim", "x axis", args, nargs, a) || !int_arg(a[1], "dim", "axis", &axis))
     return value_error();
   const Value *x = tensor_arg(a[0], "dim", "x");
   if (!x) return value_error();
@@ -758,14 +759,14 @@ static Value *fn_dim(const Node *call, Arg *args, int nargs) {
 
 static Value *fn_rank(const Node *call, Arg *args, int nargs) {
   Arg *a[1];
-  if (!get_args(call, "rank", "x", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, "rank", "x", args, nargs, a)) return value_error();
   const Value *x = tensor_arg(a[0], "rank", "x");
   return x ? value_int(x->t.rank, NULL) : value_error();
 }
 
 static Value *fn_dtype(const Node *call, Arg *args, int nargs) {
   Arg *a[1];
-  if (!get_args(call, "dtype", "x", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, "dtype", "x", args, nargs, a)) return value_error();
   const Value *x = tensor_arg(a[0], "dtype", "x");
   if (!x) return value_error();
   Value *v = value_new(V_DTYPE);
@@ -775,7 +776,7 @@ static Value *fn_dtype(const Node *call, Arg *args, int nargs) {
 
 static Value *fn_len(const Node *call, Arg *args, int nargs) {
   Arg *a[1];
-  if (!get_args(call, "len", "list", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, "len", "list", args, nargs, a)) return value_error();
   if (a[0]->value->kind != V_LIST) {
     diag_error(a[0]->node->span, "len needs a list, got %s", value_kind_name(a[0]->value));
     return value_error();
@@ -788,7 +789,7 @@ static Value *fn_len(const Node *call, Arg *args, int nargs) {
  * (the states of a recurrent layer, then concat(xs, axis)). */
 static Value *fn_append(const Node *call, Arg *args, int nargs) {
   Arg *a[2];
-  if (!get_args(call, "append", "list x", args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, "append", "list x", args, nargs, a)) return value_error();
   const Value *xs = a[0]->value;
   if (xs->kind != V_LIST) {
     diag_error(a[0]->node->span, "append needs a list first, got %s", value_kind_name(xs));
@@ -807,7 +808,7 @@ static Value *fn_append(const Node *call, Arg *args, int nargs) {
 static Value *fn_range(const Node *call, Arg *args, int nargs) {
   Arg *a[1];
   int64_t n;
-  if (!get_args(call, "range", "n", args, nargs, a) || !int_arg(a[0], "range", "n", &n))
+  if (!builtin_get_args(call, "range", "n", args, nargs, a) || !int_arg(a[0], "range", "n", &n))
     return value_error();
   if (n < 0 || n > 4096) {
     diag_error(a[0]->node->span, "range(n) needs 0 <= n <= 4096, got %" PRId64, n);
@@ -821,7 +822,7 @@ static Value *fn_range(const Node *call, Arg *args, int nargs) {
 static Value *fn_convert(const char *name, const Node *call, Arg *args, int nargs) {
   Arg *a[1];
   double v;
-  if (!get_args(call, name, "x", args, nargs, a) || !number_arg(a[0], name, "x", &v))
+  if (!builtin_get_args(call, name, "x", args, nargs, a) || !number_arg(a[0], name, "x", &v))
     return value_error();
   if (!strcmp(name, "float")) return value_float(v);
   if (!(fabs(v) < 9.2e18)) {
@@ -829,6 +830,23 @@ static Value *fn_convert(const char *name, const Node *call, Arg *args, int narg
     return value_error();
   }
   return value_int((int64_t)v, NULL);
+}
+
+/* str(x): a number, boolean or string as text ("transformer.h." + str(i)). */
+static Value *fn_str(const Node *call, Arg *args, int nargs) {
+  Arg *a[1];
+  if (!builtin_get_args(call, "str", "x", args, nargs, a)) return value_error();
+  const Value *v = a[0]->value;
+  switch (v->kind) {
+    case V_INT: return value_str(pool_printf("%" PRId64, v->i));
+    case V_FLOAT: return value_str(pool_printf("%.17g", v->f));
+    case V_BOOL: return value_str(v->i ? "true" : "false");
+    case V_STR: return value_str(v->s);
+    default:
+      diag_error(a[0]->node->span, "str: needs a number, a boolean or a string, got %s",
+                 value_kind_name(v));
+      return value_error();
+  }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -845,7 +863,7 @@ static Value *fn_init(const char *name, const Node *call, Arg *args, int nargs) 
   const char *params = !strcmp(name, "normal") ? "mean std" : !strcmp(name, "uniform") ? "lo hi" : "value";
   Arg *a[2];
   double nums[2] = {0, 0};
-  if (!get_args(call, name, params, args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, name, params, args, nargs, a)) return value_error();
   int n = !strcmp(name, "constant") ? 1 : 2;
   for (int i = 0; i < n; i++)
     if (!number_arg(a[i], name, "each argument", &nums[i])) return value_error();
@@ -878,7 +896,7 @@ static Value *fn_optim(const char *name, const Node *call, Arg *args, int nargs)
       strcat(params, known[k].key);
     }
   Arg *a[8];
-  if (!get_args(call, name, params, args, nargs, a)) return value_error();
+  if (!builtin_get_args(call, name, params, args, nargs, a)) return value_error();
   for (int k = 0, i = 0; k < NKNOWN; k++) {
     if (strcmp(known[k].opt, name)) continue;
     double x = known[k].def;
@@ -903,7 +921,7 @@ static const char *const function_names[] = {
     "max", "min", "sum", "mean", "select", "cast", "reshape", "permute", "transpose",
     "broadcast", "expand", "squeeze", "slice", "concat", "pad", "gather", "one_hot", "iota",
     "full", "tensor", "random_uniform", "shape", "dim", "rank", "dtype", "len", "append", "range", "float", "int",
-    "normal", "uniform", "constant", "sgd", "adam", "adamw", NULL};
+    "normal", "uniform", "constant", "sgd", "adam", "adamw", "source", "str", NULL};
 
 static const char *const value_names[] = {"f32", "f64", "i32", "bf16", "inf", "pi", "training",
                                           "zeros", "ones", "xavier_uniform", "xavier_normal", NULL};
@@ -940,7 +958,6 @@ Value *builtin_lookup(const char *name) {
 }
 
 Value *builtin_call(Ctx *ctx, const Value *fn, const Node *call, Arg *args, int nargs) {
-  (void)ctx;
   const char *name = fn->s;
   for (int i = 0; i < (int)(sizeof unary_names / sizeof unary_names[0]); i++)
     if (!strcmp(name, unary_names[i])) return fn_unary(name, call, args, nargs);
@@ -971,6 +988,8 @@ Value *builtin_call(Ctx *ctx, const Value *fn, const Node *call, Arg *args, int 
   if (!strcmp(name, "append")) return fn_append(call, args, nargs);
   if (!strcmp(name, "range")) return fn_range(call, args, nargs);
   if (!strcmp(name, "float") || !strcmp(name, "int")) return fn_convert(name, call, args, nargs);
+  if (!strcmp(name, "str")) return fn_str(call, args, nargs);
+  if (!strcmp(name, "source")) return builtin_source(ctx, call, args, nargs);
   if (!strcmp(name, "normal") || !strcmp(name, "uniform") || !strcmp(name, "constant"))
     return fn_init(name, call, args, nargs);
   return fn_optim(name, call, args, nargs);

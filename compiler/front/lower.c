@@ -20,6 +20,24 @@ void lower_begin(Graph *g) {
   scope_path = "";
 }
 
+static const char *pretrained_name;
+static Graph *pretrained_graph;
+
+Graph *lower_switch(Graph *g) {
+  Graph *before = lower_graph;
+  lower_graph = g;
+  return before;
+}
+
+void lower_set_pretrained(const char *name, Graph *g) {
+  pretrained_name = name;
+  pretrained_graph = g;
+}
+
+Graph *lower_pretrained_target(const char *name) {
+  return pretrained_name && !strcmp(pretrained_name, name) ? pretrained_graph : NULL;
+}
+
 const char *lower_enter_scope(const char *path) {
   const char *before = scope_path;
   scope_path = path;

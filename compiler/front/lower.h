@@ -16,6 +16,12 @@ extern Graph *lower_graph;
 
 /* Attaches `g` for the next sema_check (NULL: check only). */
 void lower_begin(Graph *g);
+/* Attaches g (or NULL) in the middle of a check; returns the graph before. */
+Graph *lower_switch(Graph *g);
+/* The next sema_check lowers pretrained block `name` (only) into g; NULL
+ * names none. lower_pretrained_target(name) is g for that block, else NULL. */
+void lower_set_pretrained(const char *name, Graph *g);
+Graph *lower_pretrained_target(const char *name);
 
 /* The nodes made from here on come from the layer instance at `path`
  * ("encoder.3.attn"; "" for the model's own code), for pictures (see

@@ -156,3 +156,24 @@ Graph *lower_init_graph(const CheckedModel *m, uint64_t seed) {
   }
   return g;
 }
+
+Graph *lower_pretrained_graph(const FrontOptions *opt, const char *name, CheckedModel **model) {
+  Graph *g = graph_new();
+  lower_begin(NULL);
+  lower_set_pretrained(name, g);
+  CheckedModel *m = sema_check(opt);
+  lower_set_pretrained(NULL, NULL);
+  *model = m;
+  int found = 0;
+  for (int i = 0; m && i < m->pretrained.len; i++)
+    found |= !strcmp(((const Pretrained *)m->pretrained.items[i])->name, name);
+  if (m && !found) diag_error(m->at, "model %s has no pretrained block '%s'", m->name, name);
+  if (!m || !found || graph_error(g) || diag_error_count()) {
+    if (m && graph_error(g))
+      diag_error(m->at, "internal error: lowering pretrained %s failed: %s", name, graph_error(g));
+    graph_free(g);
+    *model = NULL;
+    return NULL;
+  }
+  return g;
+}

@@ -20,4 +20,9 @@ Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model);
  * not by the runtime. */
 Graph *lower_init_graph(const CheckedModel *m, uint64_t seed);
 
+/* The graph of pretrained block `name`: inputs named like the tensors of
+ * the other tool's checkpoint it reads, outputs named like the parameters
+ * it sets. NULL when the program has errors; *model as for lower_model. */
+Graph *lower_pretrained_graph(const FrontOptions *opt, const char *name, CheckedModel **model);
+
 #endif

@@ -97,6 +97,7 @@ static Node *with_params(Node *n, PtrVec params) {
 
 %token KW_IMPORT "'import'" KW_CONFIG "'config'" KW_VARIANT "'variant'" KW_FN "'fn'"
 %token KW_LAYER "'layer'" KW_MODEL "'model'" KW_TRAIN "'train'" KW_PARAM "'param'"
+%token KW_PRETRAINED "'pretrained'"
 %token KW_INPUT "'input'" KW_OUTPUT "'output'" KW_LET "'let'" KW_IF "'if'"
 %token KW_ELSE "'else'" KW_FOR "'for'" KW_IN "'in'" KW_RETURN "'return'"
 %token KW_ASSERT "'assert'" KW_AND "'and'" KW_OR "'or'" KW_NOT "'not'"
@@ -116,7 +117,7 @@ static Node *with_params(Node *n, PtrVec params) {
 %right POW
 
 %type <node> program item entry_item fn layer model paramdef type dim stmt if_stmt
-%type <node> block expr primary arg ret_opt init_opt input_decl
+%type <node> block expr primary arg ret_opt init_opt input_decl target
 %type <vec> entries paramdefs paramdefs_opt dims dims_opt stmts names args args_opt
 %type <vec> exprs exprs_opt inputs
 
@@ -136,6 +137,7 @@ item
                                         for (int i = 0; i < $4.len; i++) ast_push($$, &$$->list, $4.items[i]); }
   | KW_TRAIN '{' entries '}'          { $$ = leaf(N_TRAIN, @1);
                                         for (int i = 0; i < $3.len; i++) ast_push($$, &$$->list, $3.items[i]); }
+  | KW_PRETRAINED IDENT block         { $$ = with_name(ast_node3(N_PRETRAINED, @2, NULL, NULL, $3), $2); }
   | fn | layer | model
   | ';'                               { $$ = NULL; }
   ;
@@ -231,6 +233,10 @@ stmt
   : KW_LET IDENT '=' expr                  { $$ = with_name(ast_node3(N_LET, @2, $4, NULL, NULL), $2); }
   | KW_LET IDENT '[' expr ']' '=' expr     { $$ = with_name(ast_node3(N_LET, @2, $7, $4, NULL), $2); }
   | IDENT '=' expr                         { $$ = with_name(ast_node3(N_ASSIGN, @1, $3, NULL, NULL), $1); }
+  | target '.' IDENT '=' expr              { Node *member = with_name(ast_node3(N_MEMBER, @1, $1, NULL, NULL), $3);
+                                             member->span.end_line = @3.end_line;
+                                             member->span.end_col = @3.end_col;
+                                             $$ = ast_node3(N_SET, @$, member, $5, NULL); }
   | KW_PARAM names ':' type init_opt       { $$ = ast_node3(N_PARAM, @1, $5, NULL, NULL);
                                              for (int i = 0; i < $2.len; i++) ast_push($$, &$$->list, $2.items[i]);
                                              ast_set_type($$, $4); }
@@ -248,6 +254,14 @@ stmt
   | KW_FN '(' paramdefs_opt ')' ret_opt block
                                            { $$ = with_params(ast_node3(N_FORWARD, @1, NULL, NULL, $6), $3);
                                              ast_set_type($$, $5); }
+  ;
+
+/* What `target.name = expr` assigns to (a pretrained block's parameters):
+ * names, members and indices only, so that a statement can start with it. */
+target
+  : IDENT                  { $$ = named(N_NAME, @1, $1); }
+  | target '.' IDENT       { $$ = with_name(ast_node3(N_MEMBER, @$, $1, NULL, NULL), $3); }
+  | target '[' expr ']'    { $$ = ast_node3(N_INDEX, @$, $1, $3, NULL); }
   ;
 
 inputs

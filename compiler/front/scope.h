@@ -34,6 +34,16 @@ typedef struct Arg {
   Span at;          /* the whole argument, from its keyword if it has one */
 } Arg;
 
+/* source(name, shape) in a pretrained block (sema_pretrained.c): `declare`
+ * records the tensor `name` of the other tool's checkpoint with type t and
+ * returns its graph node (GRAPH_NONE when not lowering), or reports a
+ * conflict at `at` and returns -2. `hint` is the type of the parameter the
+ * call's value is assigned to whole, for a source() given no shape. */
+typedef struct SourceHook {
+  int32_t (*declare)(struct SourceHook *self, const char *name, const TensorType *t, Span at);
+  const TensorType *hint;
+} SourceHook;
+
 /* The evaluation context of a body. */
 typedef struct Ctx {
   Scope *scope;
@@ -43,6 +53,7 @@ typedef struct Ctx {
   const char *where;  /* "fn gelu", "layer mha", "model gpt": for messages */
   Value *returned;    /* set by `return` */
   const Node *returned_at; /* its expression, for messages about the result */
+  SourceHook *source; /* a pretrained block's body: source() reads its checkpoint */
 } Ctx;
 
 #endif

@@ -276,6 +276,8 @@ static Value *eval_binary(Ctx *ctx, const Node *n) {
     diag_error(n->span, "cannot compare %s with %s", value_kind_name(a), value_kind_name(b));
     return value_error();
   }
+  if (n->op == OP_ADD && a->kind == V_STR && b->kind == V_STR)
+    return value_str(pool_printf("%s%s", a->s, b->s));
   if (!sema_is_number(a) || !sema_is_number(b)) {
     diag_error(n->span, "operator '%s' needs numbers or tensors, got %s and %s", op_text(n->op),
                value_kind_name(a), value_kind_name(b));

@@ -50,6 +50,26 @@ typedef struct TrainSpec {
   double clip;            /* 0: no clipping */
 } TrainSpec;
 
+/* A tensor of another tool's checkpoint that a pretrained block reads. */
+typedef struct PretrainedSource {
+  const char *name;       /* as the checkpoint names it: "transformer.h.0.attn.c_attn.weight" */
+  TensorType type;
+  Span at;                /* its first source() call */
+} PretrainedSource;
+
+/* `pretrained NAME { ... }`: which tensors of another tool's checkpoint
+ * (sources) make which parameters, and how (any expression: transposes,
+ * slices of fused q/k/v, reshapes). Lowered as a graph of its own whose
+ * inputs are the sources and whose outputs are the parameters it sets. */
+typedef struct Pretrained {
+  const char *name;
+  Span at;
+  PtrVec sources;         /* PretrainedSource*, in the order first read */
+  PtrVec assigned;        /* Param* given a value, in order */
+  PtrVec ignored;         /* const char*: tensors of the checkpoint left out on purpose
+                             (`_ = source("name")`) */
+} Pretrained;
+
 typedef struct CheckedModel {
   const char *name;
   Span at;
@@ -61,6 +81,7 @@ typedef struct CheckedModel {
   PtrVec params;          /* Param* in creation order */
   Instance *root;
   TrainSpec train;
+  PtrVec pretrained;      /* Pretrained*, in source order */
   PtrVec programs;        /* Node* N_PROGRAM: the file, then its imports */
 } CheckedModel;
 

@@ -251,7 +251,7 @@ static void register_items(void) {
     for (int i = 0; i < prog->list.len; i++) {
       Node *it = prog->list.items[i];
       if (it->kind != N_FN && it->kind != N_LAYER) {
-        if (p > 0 && it->kind != N_IMPORT && it->kind != N_ERROR)
+        if (p > 0 && it->kind != N_IMPORT && it->kind != N_ERROR && it->kind != N_PRETRAINED)
           diag_error(it->span, "a %s block belongs in the file given to tfmc, not in an imported "
                      "file", node_kind_name(it->kind));
         continue;
@@ -352,6 +352,14 @@ CheckedModel *sema_check(const FrontOptions *opt) {
     if (sema_model->outputs.len == 0 && diag_error_count() == 0)
       diag_error(model->span, "model %s has no output (add 'output loss = ...')", model->name);
     if (train && !diag_stopped()) check_train(train);
+    /* Pretrained blocks, of the file or of a map file it imports. */
+    for (int f = 0; f < sema_model->programs.len && !diag_stopped(); f++) {
+      const Node *program = sema_model->programs.items[f];
+      for (int i = 0; i < program->list.len; i++) {
+        const Node *it = program->list.items[i];
+        if (it->kind == N_PRETRAINED) sema_check_pretrained(it);
+      }
+    }
   }
   return sema_finish();
 }

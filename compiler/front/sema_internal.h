@@ -1,6 +1,7 @@
 /* What the checker's files share (sema.c: scopes, expressions and calls;
  * sema_stmt.c: statements; sema_config.c: config, variants, -D, the train
  * block and the entry point; sema_load.c: loading the files). One module,
+ * sema_pretrained.c: pretrained blocks. One module,
  * split by concept: builtins.c, shape.c, lower.c and messages.c, which it
  * calls, never call back into it. */
 #ifndef TFM_SEMA_INTERNAL_H
@@ -53,6 +54,12 @@ Value *sema_instantiate(Ctx *ctx, const Node *def, Arg *args, int nargs, const N
 
 /* sema_stmt.c: the statements of a block, in order. */
 void sema_exec_block(Ctx *ctx, const Node *block);
+
+/* sema_pretrained.c: a `pretrained NAME { ... }` block, checked after the
+ * model (and lowered when it is the one lower_pretrained_target names);
+ * `target = value` and `_ = source("name")` in its body. */
+void sema_check_pretrained(const Node *block);
+void sema_pretrained_assign(Ctx *ctx, const Node *s);
 
 /* sema_config.c: a config entry's value, evaluated on first use in scope
  * s (cycles reported with their path). */

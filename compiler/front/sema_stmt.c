@@ -282,11 +282,26 @@ static void exec_nested(Ctx *ctx, const Node *block, Scope *scope) {
   ctx->returned_at = inner.returned_at;
 }
 
+/* Whether `name` is bound by the block's own code (below the config). */
+static int bound_in_block(Ctx *ctx, const char *name) {
+  for (Scope *sc = ctx->scope; sc && sc != sema_config_scope; sc = sc->parent)
+    if (sema_scope_find_here(sc, name)) return 1;
+  return 0;
+}
+
 static void exec_stmt(Ctx *ctx, const Node *s) {
   if (!sema_step_ok(s)) return;
   switch (s->kind) {
     case N_LET: exec_let(ctx, s); break;
-    case N_ASSIGN: exec_assign(ctx, s); break;
+    case N_ASSIGN:
+      if (ctx->source && !bound_in_block(ctx, s->name)) sema_pretrained_assign(ctx, s);
+      else exec_assign(ctx, s);
+      break;
+    case N_SET:
+      if (ctx->source) sema_pretrained_assign(ctx, s);
+      else diag_error(s->span, "'%s = ...' gives a parameter a value only in a 'pretrained NAME "
+                      "{ ... }' block", expr_text(s->a));
+      break;
     case N_PARAM: declare_param(ctx, s); break;
     case N_BLOCK: /* `input a: ..., b: ...` */
       for (int i = 0; i < s->list.len; i++) exec_input(ctx, s->list.items[i]);

@@ -207,6 +207,27 @@ static LLVMValueRef graph_ref(Emitter *e, const char *prefix) {
   return LLVMConstBitCast(g, e->i8p);
 }
 
+/* The tfm_pretrained_desc table (NULL without pretrained blocks). */
+static LLVMValueRef pretrained_table(Emitter *e, const ModelDescription *d) {
+  if (!d->num_pretrained) return LLVMConstNull(e->i8p);
+  LLVMTypeRef members[] = {e->i8p, e->i8p, e->i32, e->i8p};
+  LLVMTypeRef type = LLVMStructTypeInContext(e->ctx, members, 4, 0);
+  LLVMValueRef *rows = calloc((size_t)d->num_pretrained, sizeof *rows);
+  for (int i = 0; i < d->num_pretrained; i++) {
+    char name[64];
+    snprintf(name, sizeof name, ".tfm.pretrained_ignored.%d", i);
+    LLVMValueRef fields[] = {string_ptr(e, d->pretrained_names[i]),
+                             graph_ref(e, d->pretrained_prefixes[i]),
+                             LLVMConstInt(e->i32, (unsigned long long)d->num_ignored[i], 0),
+                             string_table(e, d->ignored[i], d->num_ignored[i], name)};
+    rows[i] = LLVMConstNamedStruct(type, fields, 4);
+  }
+  LLVMValueRef table = constant_global(e, LLVMConstArray(type, rows, (unsigned)d->num_pretrained),
+                                       ".tfm.pretrained", 0);
+  free(rows);
+  return LLVMConstBitCast(table, e->i8p);
+}
+
 bool describe_model(CpuModule *module, const ModelDescription *d) {
   Emitter e = emitter(module);
   LLVMValueRef fields[] = {string_ptr(&e, d->name),
@@ -217,7 +238,9 @@ bool describe_model(CpuModule *module, const ModelDescription *d) {
                            graph_ref(&e, d->init_prefix),
                            graph_ref(&e, d->train_prefix),
                            graph_ref(&e, d->forward_prefix),
-                           graph_ref(&e, d->inspect_prefix)};
-  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 9, 0), "tfm_model", 1);
+                           graph_ref(&e, d->inspect_prefix),
+                           LLVMConstInt(e.i32, (unsigned long long)d->num_pretrained, 0),
+                           pretrained_table(&e, d)};
+  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 11, 0), "tfm_model", 1);
   return true;
 }

@@ -35,6 +35,10 @@ typedef struct ModelDescription {
   int num_config;
   const char *const *config_keys, *const *config_values;
   const char *init_prefix, *train_prefix, *forward_prefix, *inspect_prefix; /* NULL: no such graph */
+  int num_pretrained;             /* the model's pretrained blocks: */
+  const char *const *pretrained_names, *const *pretrained_prefixes;
+  const int *num_ignored;         /* per block: the checkpoint tensors it leaves out */
+  const char *const *const *ignored;
 } ModelDescription;
 
 /* Adds `tfm_model` (a tfm_model_info) referring to each graph's PREFIX_desc,

@@ -5,7 +5,7 @@ if exists("b:current_syntax")
   finish
 endif
 
-syntax keyword tfmKeyword import config variant fn layer model train let param input output
+syntax keyword tfmKeyword import config variant fn layer model train pretrained let param input output
 syntax keyword tfmConditional if else
 syntax keyword tfmRepeat for in
 syntax keyword tfmStatement return assert
@@ -18,7 +18,7 @@ syntax keyword tfmBuiltin exp log sqrt rsqrt tanh sin cos erf abs recip stop_gra
 syntax keyword tfmBuiltin max min sum mean select cast reshape permute transpose broadcast
 syntax keyword tfmBuiltin expand squeeze slice concat pad gather one_hot iota full tensor
 syntax keyword tfmBuiltin random_uniform shape dim rank dtype len append range float int
-syntax keyword tfmBuiltin normal uniform constant sgd adam adamw
+syntax keyword tfmBuiltin normal uniform constant sgd adam adamw source str
 " the name after fn/layer/model/variant (a look-behind: the keyword itself
 " is matched first, as a keyword)
 syntax match tfmDefinition "\(\<\(fn\|layer\|model\|variant\)\s\+\)\@<=[A-Za-z_][A-Za-z0-9_]*"
