@@ -24,6 +24,7 @@
 #include "lower_model.h"
 #include "pass.h"
 #include "ptx.h"
+#include "train.h"
 
 #ifndef TFM_RUNTIME_LIB
 #define TFM_RUNTIME_LIB "libtfmrt.a"
@@ -36,6 +37,12 @@
 #endif
 #ifndef TFM_TOKENIZER_SYSTEM_LIBS
 #define TFM_TOKENIZER_SYSTEM_LIBS "-lutf8proc"
+#endif
+#ifndef TFM_RUNTIME_DIST_LIB
+#define TFM_RUNTIME_DIST_LIB "libtfmrt_dist.a"
+#endif
+#ifndef TFM_DIST_SYSTEM_LIBS
+#define TFM_DIST_SYSTEM_LIBS ""
 #endif
 #ifndef TFM_RUNTIME_LINK_FLAGS
 #define TFM_RUNTIME_LINK_FLAGS ""
@@ -141,15 +148,18 @@ static const char *value_text(const Value *v) {
   }
 }
 
-/* The executable: the objects, the runtime's main, its tokenizers, the
- * runtime, and the libraries they use (TFM_TOKENIZER_SYSTEM_LIBS is a
- * space-separated list). */
+/* The executable: the objects, the runtime's main, its data-parallel
+ * training (dist.h: MPI's or the single-process stand-in), its tokenizers,
+ * the runtime, and the libraries they use (TFM_TOKENIZER_SYSTEM_LIBS and
+ * TFM_DIST_SYSTEM_LIBS, MPI's when CMake found it, are space-separated
+ * lists). */
 static int link_executable(const char **objects, int n, const char *output) {
   char err[512];
-  const char *libs[16] = {TFM_RUNTIME_MAIN_LIB, TFM_RUNTIME_TOKENIZER_LIB, TFM_RUNTIME_LIB};
-  int nlibs = 3;
-  char *system_libs = pool_strdup(TFM_TOKENIZER_SYSTEM_LIBS), *rest;
-  for (char *lib = strtok_r(system_libs, " ", &rest); lib && nlibs < 10;
+  const char *libs[32] = {TFM_RUNTIME_MAIN_LIB, TFM_RUNTIME_DIST_LIB, TFM_RUNTIME_TOKENIZER_LIB,
+                          TFM_RUNTIME_LIB};
+  int nlibs = 4;
+  char *system_libs = pool_printf("%s %s", TFM_TOKENIZER_SYSTEM_LIBS, TFM_DIST_SYSTEM_LIBS), *rest;
+  for (char *lib = strtok_r(system_libs, " ", &rest); lib && nlibs < 26;
        lib = strtok_r(NULL, " ", &rest))
     libs[nlibs++] = lib;
   libs[nlibs++] = "-lm";
@@ -181,14 +191,25 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   CheckedModel *m;
   Graph *forward = lower_model(&fo, 0, &m);
   if (!forward) return 1;
-  Graph *train = NULL;
+  Graph *train = NULL, *grad = NULL, *apply = NULL;
   if (m->train.present) {
     CheckedModel *tm;
     train = lower_model(front, 1, &tm);
-    if (!train) {
+    if (train && b->data_parallel) {
+      grad = lower_model(front, 1 + TRAIN_GRADIENTS, &tm);
+      apply = grad ? lower_model(front, 1 + TRAIN_APPLY, &tm) : NULL;
+    }
+    if (!train || (b->data_parallel && !apply)) {
       graph_free(forward);
+      graph_free(train);
+      graph_free(grad);
       return 1;
     }
+  } else if (b->data_parallel) {
+    diag_error(m->at, "model %s has no train block, so --data-parallel has nothing to split",
+               m->name);
+    graph_free(forward);
+    return 1;
   }
   Graph *init = m->params.len ? lower_init_graph(m, INIT_SEED) : NULL;
   /* The inspect graph: the forward graph that also outputs the probes
@@ -203,6 +224,8 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     if (!inspect) {
       graph_free(forward);
       graph_free(train);
+      graph_free(grad);
+      graph_free(apply);
       graph_free(init);
       return 1;
     }
@@ -215,11 +238,14 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     diag_error_noloc("cannot make a temporary folder for the objects in %s", tmp && *tmp ? tmp : "/tmp");
     return 1;
   }
-  enum { NUM_GRAPHS = 4 };
+  enum { NUM_GRAPHS = 6 };
   Compiled graphs[NUM_GRAPHS] = {{.prefix = "tfm_init", .name = "init", .lowered = init},
                                  {.prefix = "tfm_train", .name = "train", .lowered = train},
                                  {.prefix = "tfm_forward", .name = "forward", .lowered = forward},
-                                 {.prefix = "tfm_inspect", .name = "inspect", .lowered = inspect}};
+                                 {.prefix = "tfm_inspect", .name = "inspect", .lowered = inspect},
+                                 {.prefix = "tfm_train_grad", .name = "train_grad", .lowered = grad},
+                                 {.prefix = "tfm_train_apply", .name = "train_apply",
+                                  .lowered = apply}};
   /* The config as text, for the binary's `info` and checkpoints. */
   const char **keys = pool_alloc(sizeof(char *) * (size_t)(m->config.len + 1));
   const char **values = pool_alloc(sizeof(char *) * (size_t)(m->config.len + 1));
@@ -231,7 +257,8 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   const SourceFile *src = source_get(m->at.file);
   ModelDescription d = {m->name, src ? src->path : "?", m->config.len, keys, values,
                         init ? "tfm_init" : NULL, train ? "tfm_train" : NULL, "tfm_forward",
-                        inspect ? "tfm_inspect" : NULL};
+                        inspect ? "tfm_inspect" : NULL, grad ? "tfm_train_grad" : NULL,
+                        apply ? "tfm_train_apply" : NULL};
   graphs[2].model = &d;
   for (int i = 0; i < NUM_GRAPHS; i++) {
     graphs[i].options = b;
@@ -240,12 +267,14 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   /* The train graph is the big one: it compiles on this thread while a
    * second one does init and forward (each module has its own LLVM
    * context). */
-  Compiled *side[NUM_GRAPHS] = {NULL}, *main_work[2] = {NULL};
+  Compiled *side[NUM_GRAPHS + 1] = {NULL}, *main_work[3] = {NULL};
   int ns = 0;
   if (init) side[ns++] = &graphs[0];
   side[ns++] = &graphs[2];
   if (inspect) side[ns++] = &graphs[3];
+  if (grad) side[ns++] = &graphs[4];
   if (train) main_work[0] = &graphs[1];
+  if (apply) main_work[1] = &graphs[5];
   pthread_t thread;
   int threaded = cpu_initialize() && pthread_create(&thread, NULL, compile_graphs, side) == 0;
   if (!threaded) compile_graphs(side);
