@@ -258,7 +258,7 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   ModelDescription d = {m->name, src ? src->path : "?", m->config.len, keys, values,
                         init ? "tfm_init" : NULL, train ? "tfm_train" : NULL, "tfm_forward",
                         inspect ? "tfm_inspect" : NULL, grad ? "tfm_train_grad" : NULL,
-                        apply ? "tfm_train_apply" : NULL};
+                        apply ? "tfm_train_apply" : NULL, b->cuda};
   graphs[2].model = &d;
   for (int i = 0; i < NUM_GRAPHS; i++) {
     graphs[i].options = b;

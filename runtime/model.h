@@ -71,6 +71,7 @@ typedef struct tfm_model_info {
    * (dist.h); NULL otherwise. */
   const tfm_graph_desc *train_grad;
   const tfm_graph_desc *train_apply;
+  int32_t cuda;                   /* built with --target cuda: the graphs run on a GPU */
 } tfm_model_info;
 
 /* --- a graph instance: its arena and buffers ------------------------------- */

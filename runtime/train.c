@@ -83,7 +83,9 @@ static int keep_periodic(const tfm_graph *g, const tfm_train_options *o, uint64_
 
 /* TFM_TEST_KILL_AT_STEP=N makes the process SIGKILL itself right after step
  * N: the crash that --resume must recover from, at a step a test can name.
- * Under mpirun, TFM_TEST_KILL_RANK=R limits it to rank R (dist.h). */
+ * Under mpirun, TFM_TEST_KILL_RANK=R limits it to rank R (dist.h), and
+ * TFM_TEST_KILL_STOP=1 stops the rank instead (SIGSTOP): a rank that
+ * hangs, which the others' collectives time out on. */
 static uint64_t kill_step(uint64_t rank) {
   const char *s = getenv("TFM_TEST_KILL_AT_STEP"), *r = getenv("TFM_TEST_KILL_RANK");
   if (r && strtoull(r, NULL, 10) != rank) return 0;
@@ -174,7 +176,8 @@ int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
     if (checkpoint && o->keep && o->save_every && step % o->save_every == 0 &&
         keep_periodic(&g, o, step))
       goto done;
-    if (kill_at && step == kill_at) kill(getpid(), SIGKILL); /* see kill_step() */
+    if (kill_at && step == kill_at) /* see kill_step(); STOP: a rank that hangs */
+      kill(getpid(), getenv("TFM_TEST_KILL_STOP") ? SIGSTOP : SIGKILL);
   }
   if (o->on_done && (!engine || engine->writes) && o->on_done(o->batch_ctx, &g)) goto done;
   status = TFM_OK;

@@ -319,6 +319,17 @@ int tfm_dist_train_open(tfm_dist_train **out, const tfm_train_options *o) {
   if (!m->train_grad || !m->train_apply)
     return tfm_fail("this binary of model %s cannot train data-parallel: rebuild it with "
                     "tfmc build --data-parallel", m->name);
+  /* --target cuda: the gradients are to be summed on the devices by NCCL
+   * (nccl.c), never through the host; the CUDA step has no hook for it yet,
+   * so such a binary refuses rather than move gradients through the host. */
+  if (m->cuda) {
+    tfm_nccl *nccl;
+    if (tfm_nccl_load(&nccl))
+      return tfm_fail("a --target cuda binary trains data-parallel over NCCL: %s", tfm_error());
+    tfm_nccl_close(nccl);
+    return tfm_fail("data-parallel training of a --target cuda binary is not implemented yet "
+                    "(NCCL was found); train on one GPU, or build for the CPU");
+  }
   tfm_dist_train *d = calloc(1, sizeof *d);
   if (!d) return tfm_fail("out of memory");
   d->model = m;

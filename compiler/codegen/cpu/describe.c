@@ -221,7 +221,8 @@ bool describe_model(CpuModule *module, const ModelDescription *d) {
                            graph_ref(&e, d->forward_prefix),
                            graph_ref(&e, d->inspect_prefix),
                            graph_ref(&e, d->train_grad_prefix),
-                           graph_ref(&e, d->train_apply_prefix)};
-  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 11, 0), "tfm_model", 1);
+                           graph_ref(&e, d->train_apply_prefix),
+                           LLVMConstInt(e.i32, (unsigned long long)d->cuda, 0)};
+  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 12, 0), "tfm_model", 1);
   return true;
 }

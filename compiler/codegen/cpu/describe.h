@@ -36,6 +36,7 @@ typedef struct ModelDescription {
   const char *const *config_keys, *const *config_values;
   const char *init_prefix, *train_prefix, *forward_prefix, *inspect_prefix; /* NULL: no such graph */
   const char *train_grad_prefix, *train_apply_prefix; /* --data-parallel, else NULL */
+  int cuda; /* --target cuda */
 } ModelDescription;
 
 /* Adds `tfm_model` (a tfm_model_info) referring to each graph's PREFIX_desc,
