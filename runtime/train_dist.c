@@ -157,6 +157,18 @@ static void copy_params(tfm_dist_train *d) {
     memcpy(d->copies[i].dst, d->copies[i].src, d->copies[i].bytes);
 }
 
+/* Fails with "rank R <differs>" for the first rank whose crc is not rank 0's. */
+static int same_on_every_rank(tfm_dist_train *d, uint32_t crc, const char *what,
+                              const char *differs) {
+  uint32_t *all = calloc((size_t)d->size, sizeof *all);
+  if (!all) return tfm_fail("out of memory");
+  int status = tfm_dist_allgather(&crc, all, sizeof crc, what);
+  for (int r = 1; !status && r < d->size; r++)
+    if (all[r] != all[0]) status = tfm_fail("rank %d %s", r, differs);
+  free(all);
+  return status;
+}
+
 /* Every rank must hold the same params and state: a CRC of them, compared. */
 static int check_same_params(tfm_dist_train *d, tfm_graph *g) {
   uint32_t crc = 0;
@@ -166,16 +178,9 @@ static int check_same_params(tfm_dist_train *d, tfm_graph *g) {
     const void *p = tfm_graph_buffer(g, b->name, (tfm_role)b->role, NULL);
     crc = crc32_update(crc, p, (size_t)tfm_buffer_bytes(b));
   }
-  uint32_t *all = calloc((size_t)d->size, sizeof *all);
-  if (!all) return tfm_fail("out of memory");
-  int status = tfm_dist_allgather(&crc, all, sizeof crc, "the parameters' checksums");
-  for (int r = 1; !status && r < d->size; r++)
-    if (all[r] != all[0])
-      status = tfm_fail("rank %d starts from other parameters than rank 0 (checksum %08x, not "
-                        "%08x): every rank must run the same binary with the same --seed and "
-                        "checkpoint", r, all[r], all[0]);
-  free(all);
-  return status;
+  return same_on_every_rank(d, crc, "the parameters' checksums",
+                            "starts from other parameters than rank 0: every rank must run the "
+                            "same binary with the same --seed and checkpoint");
 }
 
 static int prepare(void *ctx, tfm_graph *g) {
@@ -280,15 +285,9 @@ static int check_same_binary(tfm_dist_train *d, const tfm_train_options *o) {
                       m->train_apply->persistent_bytes, m->train_grad->num_kernels,
                       (int64_t)o->steps, (int64_t)o->seed};
   crc = crc32_update(crc, sizes, sizeof sizes);
-  uint32_t *all = calloc((size_t)d->size, sizeof *all);
-  if (!all) return tfm_fail("out of memory");
-  int status = tfm_dist_allgather(&crc, all, sizeof crc, "the ranks' model fingerprints");
-  for (int r = 1; !status && r < d->size; r++)
-    if (all[r] != all[0])
-      status = tfm_fail("rank %d runs another model, config or command line (--steps, --seed) "
-                        "than rank 0: start every rank with the same binary and options", r);
-  free(all);
-  return status;
+  return same_on_every_rank(d, crc, "the ranks' model fingerprints",
+                            "runs another model, config or command line (--steps, --seed) than "
+                            "rank 0: start every rank with the same binary and options");
 }
 
 /* The batch graph: the gradients graph's inputs with a batch axis (the
