@@ -24,6 +24,7 @@
 #include "lower_model.h"
 #include "pass.h"
 #include "ptx.h"
+#include "train.h"
 
 #ifndef TFM_RUNTIME_LIB
 #define TFM_RUNTIME_LIB "libtfmrt.a"
@@ -36,6 +37,12 @@
 #endif
 #ifndef TFM_TOKENIZER_SYSTEM_LIBS
 #define TFM_TOKENIZER_SYSTEM_LIBS "-lutf8proc"
+#endif
+#ifndef TFM_RUNTIME_DIST_LIB
+#define TFM_RUNTIME_DIST_LIB "libtfmrt_dist.a"
+#endif
+#ifndef TFM_DIST_SYSTEM_LIBS
+#define TFM_DIST_SYSTEM_LIBS ""
 #endif
 #ifndef TFM_RUNTIME_LINK_FLAGS
 #define TFM_RUNTIME_LINK_FLAGS ""
@@ -141,15 +148,18 @@ static const char *value_text(const Value *v) {
   }
 }
 
-/* The executable: the objects, the runtime's main, its tokenizers, the
- * runtime, and the libraries they use (TFM_TOKENIZER_SYSTEM_LIBS is a
- * space-separated list). */
+/* The executable: the objects, the runtime's main, its data-parallel
+ * training (dist.h: MPI's or the single-process stand-in), its tokenizers,
+ * the runtime, and the libraries they use (TFM_TOKENIZER_SYSTEM_LIBS and
+ * TFM_DIST_SYSTEM_LIBS, MPI's when CMake found it, are space-separated
+ * lists). */
 static int link_executable(const char **objects, int n, const char *output) {
   char err[512];
-  const char *libs[16] = {TFM_RUNTIME_MAIN_LIB, TFM_RUNTIME_TOKENIZER_LIB, TFM_RUNTIME_LIB};
-  int nlibs = 3;
-  char *system_libs = pool_strdup(TFM_TOKENIZER_SYSTEM_LIBS), *rest;
-  for (char *lib = strtok_r(system_libs, " ", &rest); lib && nlibs < 10;
+  const char *libs[32] = {TFM_RUNTIME_MAIN_LIB, TFM_RUNTIME_DIST_LIB, TFM_RUNTIME_TOKENIZER_LIB,
+                          TFM_RUNTIME_LIB};
+  int nlibs = 4;
+  char *system_libs = pool_printf("%s %s", TFM_TOKENIZER_SYSTEM_LIBS, TFM_DIST_SYSTEM_LIBS), *rest;
+  for (char *lib = strtok_r(system_libs, " ", &rest); lib && nlibs < 26;
        lib = strtok_r(NULL, " ", &rest))
     libs[nlibs++] = lib;
   libs[nlibs++] = "-lm";
@@ -181,14 +191,25 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   CheckedModel *m;
   Graph *forward = lower_model(&fo, 0, &m);
   if (!forward) return 1;
-  Graph *train = NULL;
+  Graph *train = NULL, *grad = NULL, *apply = NULL;
   if (m->train.present) {
     CheckedModel *tm;
     train = lower_model(front, 1, &tm);
-    if (!train) {
+    if (train && b->data_parallel) {
+      grad = lower_model(front, 1 + TRAIN_GRADIENTS, &tm);
+      apply = grad ? lower_model(front, 1 + TRAIN_APPLY, &tm) : NULL;
+    }
+    if (!train || (b->data_parallel && !apply)) {
       graph_free(forward);
+      graph_free(train);
+      graph_free(grad);
       return 1;
     }
+  } else if (b->data_parallel) {
+    diag_error(m->at, "model %s has no train block, so --data-parallel has nothing to split",
+               m->name);
+    graph_free(forward);
+    return 1;
   }
   Graph *init = m->params.len ? lower_init_graph(m, INIT_SEED) : NULL;
   /* The inspect graph: the forward graph that also outputs the probes
@@ -203,6 +224,8 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     if (!inspect) {
       graph_free(forward);
       graph_free(train);
+      graph_free(grad);
+      graph_free(apply);
       graph_free(init);
       return 1;
     }
@@ -220,6 +243,8 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
       for (int k = 0; k < i; k++) graph_free(pretrained[k]);
       graph_free(forward);
       graph_free(train);
+      graph_free(grad);
+      graph_free(apply);
       graph_free(init);
       graph_free(inspect);
       return 1;
@@ -233,13 +258,15 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     diag_error_noloc("cannot make a temporary folder for the objects in %s", tmp && *tmp ? tmp : "/tmp");
     return 1;
   }
-  int num_graphs = 4 + num_pretrained;
+  int num_graphs = 6 + num_pretrained;
   Compiled *graphs = pool_alloc(sizeof(Compiled) * (size_t)num_graphs);
   memset(graphs, 0, sizeof(Compiled) * (size_t)num_graphs);
   graphs[0] = (Compiled){.prefix = "tfm_init", .name = "init", .lowered = init};
   graphs[1] = (Compiled){.prefix = "tfm_train", .name = "train", .lowered = train};
   graphs[2] = (Compiled){.prefix = "tfm_forward", .name = "forward", .lowered = forward};
   graphs[3] = (Compiled){.prefix = "tfm_inspect", .name = "inspect", .lowered = inspect};
+  graphs[4] = (Compiled){.prefix = "tfm_train_grad", .name = "train_grad", .lowered = grad};
+  graphs[5] = (Compiled){.prefix = "tfm_train_apply", .name = "train_apply", .lowered = apply};
   const char **pretrained_names = pool_alloc(sizeof(char *) * (size_t)(num_pretrained + 1));
   const char **pretrained_prefixes = pool_alloc(sizeof(char *) * (size_t)(num_pretrained + 1));
   int *num_ignored = pool_alloc(sizeof(int) * (size_t)(num_pretrained + 1));
@@ -250,7 +277,7 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     pretrained_prefixes[i] = pool_printf("tfm_pretrained_%d", i);
     num_ignored[i] = p->ignored.len;
     ignored[i] = (const char *const *)p->ignored.items;
-    graphs[4 + i] = (Compiled){.prefix = pretrained_prefixes[i],
+    graphs[6 + i] = (Compiled){.prefix = pretrained_prefixes[i],
                                .name = pool_printf("pretrained %s", p->name),
                                .lowered = pretrained[i]};
   }
@@ -265,8 +292,9 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   const SourceFile *src = source_get(m->at.file);
   ModelDescription d = {m->name, src ? src->path : "?", m->config.len, keys, values,
                         init ? "tfm_init" : NULL, train ? "tfm_train" : NULL, "tfm_forward",
-                        inspect ? "tfm_inspect" : NULL, num_pretrained, pretrained_names,
-                        pretrained_prefixes, num_ignored, ignored};
+                        inspect ? "tfm_inspect" : NULL, grad ? "tfm_train_grad" : NULL,
+                        apply ? "tfm_train_apply" : NULL, b->cuda, num_pretrained,
+                        pretrained_names, pretrained_prefixes, num_ignored, ignored};
   graphs[2].model = &d;
   for (int i = 0; i < num_graphs; i++) {
     graphs[i].options = b;
@@ -275,14 +303,16 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   /* The train graph is the big one: it compiles on this thread while a
    * second one does init and forward (each module has its own LLVM
    * context). */
-  Compiled **side = pool_alloc(sizeof(Compiled *) * (size_t)(num_graphs + 1)), *main_work[2] = {NULL};
+  Compiled **side = pool_alloc(sizeof(Compiled *) * (size_t)(num_graphs + 1)), *main_work[3] = {NULL};
   int ns = 0;
   if (init) side[ns++] = &graphs[0];
   side[ns++] = &graphs[2];
   if (inspect) side[ns++] = &graphs[3];
-  for (int i = 0; i < num_pretrained; i++) side[ns++] = &graphs[4 + i];
+  if (grad) side[ns++] = &graphs[4];
+  for (int i = 0; i < num_pretrained; i++) side[ns++] = &graphs[6 + i];
   side[ns] = NULL;
   if (train) main_work[0] = &graphs[1];
+  if (apply) main_work[1] = &graphs[5];
   pthread_t thread;
   int threaded = cpu_initialize() && pthread_create(&thread, NULL, compile_graphs, side) == 0;
   if (!threaded) compile_graphs(side);

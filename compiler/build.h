@@ -12,6 +12,8 @@ typedef struct BuildOptions {
   int cuda;             /* --target cuda: kernels as PTX, launched through the CUDA driver */
   const char *gpu_arch; /* with cuda: "sm_80" (NULL) or "sm_90" */
   int cublas;           /* with cuda, --gemm=cublas: f32 dots call cuBLAS instead of PTX */
+  int data_parallel;    /* --data-parallel: also the train step's two parts (gradients,
+                         * their application) that train under mpirun runs */
 } BuildOptions;
 
 /* 0 on success; errors are reported through diag. */

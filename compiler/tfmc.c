@@ -67,6 +67,9 @@ static const char usage_text[] =
     "  --cpu CPU       build, emit llvm|asm: native (default: this machine's CPU) or\n"
     "                  an LLVM CPU name such as x86-64-v3 for a portable binary\n"
     "  -v              build: report the time taken\n"
+    "  --data-parallel build: also compile the train step as gradients + their\n"
+    "                  application, so that `mpirun -np N BINARY train` trains\n"
+    "                  data-parallel (README: Training on several processes)\n"
     "  --target T      build, emit kernels|dot: cpu (default) or cuda (NVIDIA GPUs: PTX\n"
     "                  kernels launched through the CUDA driver, loaded at run time;\n"
     "                  emit kernels adds each kernel's registers and spills)\n"
@@ -296,6 +299,8 @@ int main(int argc, char **argv) {
       build.verbose = 1;
     } else if (!strcmp(a, "--shared")) {
       build.shared = 1;
+    } else if (!strcmp(a, "--data-parallel")) {
+      build.data_parallel = 1;
     } else if (!strcmp(a, "--header")) {
       if (i + 1 >= argc) return usage_error("%s needs an argument", a);
       build.header = argv[++i];

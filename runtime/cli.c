@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "dist.h"
 #include "pretrained.h"
+#include "train_dist.h"
 #include "tokenizer.h"
 
 #include "beam.h"
@@ -242,19 +244,20 @@ static int task_open_shards_train(Task *t, const Cli *c) {
 
 static int batch_into(void *ctx, tfm_graph *g, uint64_t step, uint64_t *tokens) {
   Task *t = ctx;
+  size_t rows = t->train_rows ? t->train_rows : t->rows;
   if (t->translation) {
-    tfm_pair_batch b = {t->rows, tfm_graph_buffer(g, "src", TFM_ROLE_INPUT, NULL),
+    tfm_pair_batch b = {rows, tfm_graph_buffer(g, "src", TFM_ROLE_INPUT, NULL),
                         tfm_graph_buffer(g, "tgt_in", TFM_ROLE_INPUT, NULL),
                         tfm_graph_buffer(g, "tgt_out", TFM_ROLE_INPUT, NULL)};
-    *tokens = t->rows * (t->src_len + t->tgt_len);
+    *tokens = rows * (t->src_len + t->tgt_len);
     return tfm_pairs_train_batch(&t->train_pairs, t->seed, step - 1, &b);
   }
-  *tokens = t->rows * t->window;
+  *tokens = rows * t->window;
   if (t->sharded)
-    return tfm_shards_train_batch(&t->shards, t->seed, step - 1, t->rows,
+    return tfm_shards_train_batch(&t->shards, t->seed, step - 1, rows,
                                   tfm_graph_buffer(g, "tokens", TFM_ROLE_INPUT, NULL),
                                   tfm_graph_buffer(g, "targets", TFM_ROLE_INPUT, NULL));
-  return tfm_chars_train_batch(&t->chars, t->seed, step - 1, t->rows,
+  return tfm_chars_train_batch(&t->chars, t->seed, step - 1, rows,
                                tfm_graph_buffer(g, "tokens", TFM_ROLE_INPUT, NULL),
                                tfm_graph_buffer(g, "targets", TFM_ROLE_INPUT, NULL));
 }
@@ -624,7 +627,13 @@ static int cmd_train(const char *prog, const Cli *c, tfm_pool *pool) {
   Task t = {.seed = c->seed, .cli = c, .pool = pool};
   const tfm_pretrained_desc *block = NULL;
   if (c->init && tfm_pretrained_find(&tfm_model, c->pretrained, &block)) return cli_fail(prog);
-  if (cli_task_shapes(&t) || task_open_train(&t, c)) return cli_fail(prog);
+  /* Under mpirun (dist.h) the other ranks read what rank 0 wrote, and write nothing. */
+  int ranks = tfm_dist_size(), rank = tfm_dist_rank();
+  Cli reader = *c;
+  if (rank) reader.save = reader.vocab_path = NULL;
+  if (ranks > 1 && rank && tfm_dist_barrier("the data's opening")) return cli_fail(prog);
+  if (cli_task_shapes(&t) || task_open_train(&t, &reader)) return cli_fail(prog);
+  if (ranks > 1 && !rank && tfm_dist_barrier("the data's opening")) return cli_fail(prog);
   tfm_train_options o = {.model = &tfm_model, .steps = c->steps, .seed = c->seed,
                          .init_path = c->init, .init_block = block,
                          .save_path = c->save, .save_every = c->every, .keep = c->keep,
@@ -634,7 +643,13 @@ static int cmd_train(const char *prog, const Cli *c, tfm_pool *pool) {
                          .metrics_path = c->metrics, .threads = c->threads,
                          .held_out = held_out_during_training, .batch_ctx = &t};
   tfm_train_result r;
-  int status = tfm_train(&o, &r);
+  tfm_dist_train *dist = NULL;
+  t.train_rows = ranks > 1 ? t.rows * (size_t)ranks : 0;
+  int status = ranks > 1 && tfm_dist_train_open(&dist, &o);
+  o.engine = dist ? tfm_dist_train_engine(dist) : NULL;
+  if (!status) status = tfm_train(&o, &r);
+  if (!status && !rank) tfm_dist_train_report(dist, stdout);
+  tfm_dist_train_close(dist);
   if (t.held_out_open) tfm_graph_close(&t.held_out);
   tfm_pairs_free(&t.train_pairs);
   tfm_pairs_free(&t.test_pairs);
@@ -949,7 +964,11 @@ int main(int argc, char **argv) {
   if (tfm_pool_create(&pool, (size_t)c.threads)) return cli_fail(prog);
   if (c.profile) tfm_profile_start();
   int status;
-  if (!strcmp(c.command, "train")) status = cmd_train(prog, &c, pool);
+  if (tfm_dist_launched(NULL, NULL) && strcmp(c.command, "train"))
+    status = tfm_fail("only train runs as several ranks (mpirun, srun); run %s as one process",
+                      c.command), cli_fail(prog);
+  else if (!strcmp(c.command, "train"))
+    status = tfm_dist_init() ? cli_fail(prog) : cmd_train(prog, &c, pool);
   else if (!strcmp(c.command, "eval") || !strcmp(c.command, "translate"))
     status = cmd_eval_or_translate(prog, &c, pool);
   else if (!strcmp(c.command, "generate")) status = cmd_generate(prog, &c, pool);
@@ -961,5 +980,8 @@ int main(int argc, char **argv) {
   /* Also after a failure: the steps that ran are still worth seeing. */
   if (c.profile) tfm_profile_report(stderr);
   tfm_pool_destroy(pool);
+  /* a rank that failed takes the others with it rather than leave them waiting */
+  if (status && tfm_dist_size() > 1) tfm_dist_abort(status);
+  tfm_dist_finalize();
   return status;
 }

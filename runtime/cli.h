@@ -45,6 +45,8 @@ typedef struct Task {
   tfm_pool *pool;
   tfm_graph held_out;       /* train --metrics: the forward graph for test_loss */
   int held_out_open;
+  size_t train_rows;        /* training batches' rows when not `rows`: under mpirun the
+                             * global batch, rows x ranks (train_dist.c slices it) */
 } Task;
 
 /* The task's shapes from the compiled forward graph: translation or a

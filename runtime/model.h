@@ -29,6 +29,9 @@ typedef struct tfm_buffer_desc {
   int32_t rank;
   int64_t offset;      /* bytes into its region */
   int64_t shape[TFM_MAX_RANK];
+  int32_t ready;       /* an output: the index of the kernel that writes its final value
+                        * (-1: none does, e.g. a leaf passed through); else -1. The
+                        * data-parallel loop sends a gradient as soon as it is ready. */
 } tfm_buffer_desc;
 
 /* One kernel of a graph, for --profile: its index in the graph's run is its
@@ -74,6 +77,13 @@ typedef struct tfm_model_info {
   const tfm_graph_desc *forward;
   const tfm_graph_desc *inspect;  /* forward plus the probes (a layer's `output`s);
                                      NULL when the model has none */
+  /* tfmc build --data-parallel: the train graph's step in two parts, the
+   * gradients ("grad.<param>" outputs) and their application (the same
+   * names as inputs; clipping and the optimizer), for train under mpirun
+   * (dist.h); NULL otherwise. */
+  const tfm_graph_desc *train_grad;
+  const tfm_graph_desc *train_apply;
+  int32_t cuda;                   /* built with --target cuda: the graphs run on a GPU */
   int32_t num_pretrained;
   const tfm_pretrained_desc *pretrained;
 } tfm_model_info;

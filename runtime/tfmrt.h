@@ -62,6 +62,7 @@ typedef struct {
 #define TFM_META_STEP "tfm.step"
 #define TFM_META_SEED "tfm.seed"
 #define TFM_META_MODEL "tfm.model" /* the name of the model that wrote it */
+#define TFM_META_WORLD_SIZE "tfm.world_size" /* processes that trained it (dist.h) */
 
 int tfm_meta_set(tfm_meta *meta, const char *key, const char *value); /* replaces */
 const char *tfm_meta_get(const tfm_meta *meta, const char *key);     /* NULL: absent */
@@ -123,6 +124,12 @@ int tfm_parallel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx);
 /* What generated code calls for the kernel at index `kernel` of the running
  * graph: tfm_parallel_for, timed when profiling is on (profile.h). */
 int tfm_kernel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx, int32_t kernel);
+
+/* A function tfm_kernel_for calls after each kernel with its index, while
+ * set (NULL: none): the data-parallel loop sends a bucket of gradients as
+ * soon as the kernel that finishes it has run (train_dist.c). */
+typedef void (*tfm_kernel_hook_fn)(void *ctx, int32_t kernel);
+void tfm_set_kernel_hook(tfm_kernel_hook_fn hook, void *ctx);
 
 /* A 64-byte-aligned block of at least `bytes` that belongs to the calling
  * thread and lives as long as it (generated GEMMs pack operands into it);

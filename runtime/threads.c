@@ -239,11 +239,20 @@ int tfm_parallel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx) {
 /* Here rather than in profile.c: models loaded with dlopen resolve it in
  * any program that links tfm_parallel_for, profiling or not. One well
  * predicted branch when profiling is off. */
+static tfm_kernel_hook_fn kernel_hook;
+static void *kernel_hook_ctx;
+
+void tfm_set_kernel_hook(tfm_kernel_hook_fn hook, void *ctx) {
+  kernel_hook_ctx = ctx;
+  kernel_hook = hook;
+}
+
 int tfm_kernel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx, int32_t kernel) {
-  if (!tfm_profiling) return tfm_parallel_for(pool, n, fn, ctx);
-  int64_t start = tfm_profile_now_ns();
+  if (!tfm_profiling && !kernel_hook) return tfm_parallel_for(pool, n, fn, ctx);
+  int64_t start = tfm_profiling ? tfm_profile_now_ns() : 0;
   int status = tfm_parallel_for(pool, n, fn, ctx);
-  tfm_profile_kernel(kernel, tfm_profile_now_ns() - start);
+  if (tfm_profiling) tfm_profile_kernel(kernel, tfm_profile_now_ns() - start);
+  if (kernel_hook) kernel_hook(kernel_hook_ctx, kernel);
   return status;
 }
 

@@ -64,6 +64,8 @@ static int save(const tfm_graph *g, const tfm_train_options *o, uint64_t step) {
   int status = tfm_meta_set_u64(&meta, TFM_META_STEP, step) ||
                tfm_meta_set_u64(&meta, TFM_META_SEED, o->seed) ||
                tfm_meta_set(&meta, TFM_META_MODEL, o->model->name) ||
+               tfm_meta_set_u64(&meta, TFM_META_WORLD_SIZE,
+                                o->engine ? o->engine->world_size : 1) ||
                tfm_graph_save(g, o->save_path, &meta);
   tfm_meta_clear(&meta);
   return status;
@@ -94,19 +96,38 @@ static int keep_periodic(const tfm_graph *g, const tfm_train_options *o, uint64_
 }
 
 /* TFM_TEST_KILL_AT_STEP=N makes the process SIGKILL itself right after step
- * N: the crash that --resume must recover from, at a step a test can name. */
-static uint64_t kill_step(void) {
-  const char *s = getenv("TFM_TEST_KILL_AT_STEP");
+ * N: the crash that --resume must recover from, at a step a test can name.
+ * Under mpirun, TFM_TEST_KILL_RANK=R limits it to rank R (dist.h), and
+ * TFM_TEST_KILL_STOP=1 stops the rank instead (SIGSTOP): a rank that
+ * hangs, which the others' collectives time out on. */
+static uint64_t kill_step(uint64_t rank) {
+  const char *s = getenv("TFM_TEST_KILL_AT_STEP"), *r = getenv("TFM_TEST_KILL_RANK");
+  if (r && strtoull(r, NULL, 10) != rank) return 0;
   return s ? strtoull(s, NULL, 10) : 0;
+}
+
+/* The train graph's own run: batch, forward, backward and update in one. */
+static int local_step(tfm_graph *g, const tfm_train_options *o, uint64_t step, uint64_t *tokens,
+                      float *loss) {
+  if (o->next_batch(o->batch_ctx, g, step, tokens)) return TFM_FAILED;
+  set_scalar_input(g, "step", (int32_t)step);
+  tfm_graph_run(g, o->pool);
+  int found;
+  *loss = scalar_output(g, "loss", &found);
+  if (!found) return tfm_fail("the train graph has no f32 scalar output 'loss'");
+  return TFM_OK;
 }
 
 int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
   const tfm_model_info *model = o->model;
-  uint64_t kill_at = kill_step();
+  const tfm_train_engine *engine = o->engine;
+  uint64_t kill_at = kill_step(engine ? engine->rank : 0);
   memset(result, 0, sizeof *result);
   if (!model->train) return tfm_fail("model %s has no train block; it cannot be trained", model->name);
   tfm_graph g;
-  if (tfm_graph_open(&g, model->train)) return TFM_FAILED;
+  if (tfm_graph_open(&g, engine ? engine->graph : model->train)) return TFM_FAILED;
+  FILE *log = !engine || engine->writes ? o->log : NULL;
+  const char *metrics_path = !engine || engine->writes ? o->metrics_path : NULL;
   int status = TFM_FAILED;
   uint64_t first = 0;
   tfm_metrics metrics = {0};
@@ -124,39 +145,36 @@ int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
                o->save_path, (unsigned long long)seed, (unsigned long long)o->seed);
       goto done;
     }
-    if (o->log) fprintf(o->log, "resuming from %s at step %llu\n", o->save_path, (unsigned long long)first);
+    if (log) fprintf(log, "resuming from %s at step %llu\n", o->save_path, (unsigned long long)first);
   } else if (tfm_initialise(&g, model, o->seed, o->pool) ||
-             (o->init_path && tfm_init_pretrained(&g, o->init_block, o->init_path, o->pool, o->log))) {
+             (o->init_path && tfm_init_pretrained(&g, o->init_block, o->init_path, o->pool, log))) {
     goto done;
   }
+  if (engine && engine->prepare(engine->ctx, &g)) goto done;
   tfm_progress progress;
-  if (o->log) tfm_progress_start(&progress, o->log, first, o->steps);
-  if (tfm_metrics_open(&metrics, o->metrics_path, model, o->seed, o->threads, o->steps, first))
+  if (log) tfm_progress_start(&progress, log, first, o->steps);
+  if (tfm_metrics_open(&metrics, metrics_path, model, o->seed, o->threads, o->steps, first))
     goto done;
   uint64_t pending_tokens = 0; /* since the last progress line */
   for (uint64_t step = first + 1; step <= o->steps; step++) {
     uint64_t tokens = 0;
-    if (o->next_batch(o->batch_ctx, &g, step, &tokens)) goto done;
-    pending_tokens += tokens;
-    set_scalar_input(&g, "step", (int32_t)step);
-    tfm_graph_run(&g, o->pool);
-    int found;
-    float loss = scalar_output(&g, "loss", &found);
-    if (!found) {
-      tfm_fail("the train graph has no f32 scalar output 'loss'");
+    float loss;
+    if (engine ? engine->step(engine->ctx, &g, o, step, &tokens, &loss)
+               : local_step(&g, o, step, &tokens, &loss))
       goto done;
-    }
+    pending_tokens += tokens;
+    int found;
     if (!isfinite(loss)) {
       tfm_fail("the loss is %s at step %llu; stopping (the last checkpoint is unchanged)",
                isnan(loss) ? "NaN" : "infinite", (unsigned long long)step);
       goto done;
     }
-    tfm_graph_update(&g);
+    if (!engine) tfm_graph_update(&g); /* the engine's step updated g */
     result->last_loss = loss;
     result->steps_done = step;
     float lr = scalar_output(&g, "lr", &found);
     int logged = step % o->log_every == 0 || step == o->steps || step == first + 1;
-    if (o->log && logged) {
+    if (log && logged) {
       tfm_progress_report(&progress, step, loss, found ? lr : NAN, pending_tokens);
       pending_tokens = 0;
     }
@@ -168,14 +186,15 @@ int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
           tfm_metrics_step(&metrics, step, loss, lr, grad_norm, test_loss))
         goto done;
     }
-    int checkpoint = o->save_path && ((o->save_every && step % o->save_every == 0) || step == o->steps);
+    int checkpoint = o->save_path && (!engine || engine->writes) && ((o->save_every && step % o->save_every == 0) || step == o->steps);
     if (checkpoint && save(&g, o, step)) goto done;
     if (checkpoint && o->keep && o->save_every && step % o->save_every == 0 &&
         keep_periodic(&g, o, step))
       goto done;
-    if (kill_at && step == kill_at) kill(getpid(), SIGKILL); /* see kill_step() */
+    if (kill_at && step == kill_at) /* see kill_step(); STOP: a rank that hangs */
+      kill(getpid(), getenv("TFM_TEST_KILL_STOP") ? SIGSTOP : SIGKILL);
   }
-  if (o->on_done && o->on_done(o->batch_ctx, &g)) goto done;
+  if (o->on_done && (!engine || engine->writes) && o->on_done(o->batch_ctx, &g)) goto done;
   status = TFM_OK;
 done:
   tfm_metrics_close(&metrics);

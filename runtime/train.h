@@ -15,6 +15,26 @@ typedef int (*tfm_done_fn)(void *ctx, tfm_graph *train);
  * there is no held-out data. */
 typedef int (*tfm_held_out_fn)(void *ctx, tfm_graph *train, double *loss);
 
+struct tfm_train_options;
+
+/* How a step is run when it is not the train graph's own run: the
+ * data-parallel loop's (train_dist.c). */
+typedef struct tfm_train_engine {
+  const tfm_graph_desc *graph; /* opened instead of the model's train graph: it holds the
+                                * params and optimizer state that are initialised, loaded,
+                                * saved, and its outputs lr and grad_norm are reported */
+  void *ctx;
+  /* After the params of g were initialised or loaded. */
+  int (*prepare)(void *ctx, tfm_graph *g);
+  /* One step: its batch, the gradients, their exchange and g's update;
+   * *loss receives the step's loss (the mean over ranks). */
+  int (*step)(void *ctx, tfm_graph *g, const struct tfm_train_options *o, uint64_t step,
+              uint64_t *tokens, float *loss);
+  int writes;          /* this process writes checkpoints, metrics and the log */
+  uint64_t world_size; /* recorded in checkpoints (TFM_META_WORLD_SIZE) */
+  uint64_t rank;       /* this process's */
+} tfm_train_engine;
+
 typedef struct tfm_train_options {
   const tfm_model_info *model;
   uint64_t steps;         /* train until this step */
@@ -35,6 +55,7 @@ typedef struct tfm_train_options {
   const char *init_path;  /* --init: another tool's checkpoint, read through */
   const tfm_pretrained_desc *init_block; /* this pretrained block after initialising */
   void *batch_ctx;
+  const tfm_train_engine *engine; /* NULL: the train graph's run, in this process */
 } tfm_train_options;
 
 typedef struct tfm_train_result {

@@ -23,6 +23,9 @@ tfm_needed_packages() {
   # utf8proc; SentencePiece models through libsentencepiece.
   [ -f /usr/include/utf8proc.h ] || missing+=(libutf8proc-dev)
   [ -f /usr/include/sentencepiece_processor.h ] || missing+=(libsentencepiece-dev)
+  # Data-parallel training across processes (runtime/dist.h): Open MPI.
+  command -v mpicc >/dev/null 2>&1 || missing+=(libopenmpi-dev)
+  command -v mpirun >/dev/null 2>&1 || missing+=(openmpi-bin)
   printf '%s\n' "${missing[@]}"
 }
 

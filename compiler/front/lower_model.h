@@ -6,8 +6,10 @@
 #include "graph.h"
 #include "sema.h"
 
-/* Checks the program and lowers it: the forward graph or, with `train`, the
- * training graph (forward, backward and the optimizer update). `training`
+/* Checks the program and lowers it: the forward graph (train 0) or the
+ * training graph: its whole step (1: forward, backward and the optimizer
+ * update), or one part of it for data-parallel training (1 + TrainPart:
+ * 2 the gradients, 3 their application; train.h). `training`
  * (dropout on) is opt->training, and always on for the training graph. Returns NULL when the
  * program has errors (reported through diag). *model receives the checked
  * model (parameter initialisers, config). */

@@ -122,6 +122,38 @@ static GraphId bias_correction(Graph *g, double beta, GraphId t) {
   return sub(g, graph_scalar(g, dtype, 1.0), power);
 }
 
+/* "grad.<param name>" */
+static bool gradient_name(Graph *g, GraphId param, char *name, size_t size) {
+  const GraphNode *p = graph_node(g, param);
+  if (snprintf(name, size, "grad.%s", p->attrs.name) >= (int)size)
+    return graph_fail(g, "train: the parameter name '%s' is too long", p->attrs.name);
+  return true;
+}
+
+/* TRAIN_GRADIENTS: each gradient an output, in its param's dtype. */
+static bool gradient_outputs(Graph *g, const GraphId *params, int count, const GraphId *grads) {
+  for (int i = 0; i < count; i++) {
+    char name[520];
+    if (!gradient_name(g, params[i], name, sizeof name)) return false;
+    GraphId grad = grads[i];
+    GraphDtype dtype = dtype_of(g, params[i]);
+    if (dtype_of(g, grad) != dtype) grad = graph_cast(g, grad, dtype);
+    graph_output(g, name, grad);
+  }
+  return graph_error(g) == NULL;
+}
+
+/* TRAIN_APPLY: each gradient an input, shaped and typed as its param. */
+static bool gradient_inputs(Graph *g, const GraphId *params, int count, GraphId *grads) {
+  for (int i = 0; i < count; i++) {
+    char name[520];
+    if (!gradient_name(g, params[i], name, sizeof name)) return false;
+    const GraphNode *p = graph_node(g, params[i]);
+    grads[i] = graph_input(g, name, p->dtype, p->shape);
+  }
+  return graph_error(g) == NULL;
+}
+
 bool train_build(Graph *g, GraphId loss, const TrainConfig *config) {
   const GraphNode *lr_node = graph_node(g, config->lr);
   if (!lr_node || !graph_dtype_is_float(lr_node->dtype) || lr_node->shape.rank != 0)
@@ -142,16 +174,26 @@ bool train_build(Graph *g, GraphId loss, const TrainConfig *config) {
     return graph_fail(g, "train: out of memory");
   }
   for (int i = 0; i < count; i++) params[i] = graph_param_at(g, i);
-  bool ok = autodiff_gradients(g, loss, params, count, grads);
+  bool ok = config->part == TRAIN_APPLY ? gradient_inputs(g, params, count, grads)
+                                        : autodiff_gradients(g, loss, params, count, grads);
   if (ok) {
     /* The model's other outputs belong to its forward graph: here they were
      * computed and stored every step for nobody (a seq2seq Transformer's
-     * cross-attention weights took 8% of its step). */
+     * cross-attention weights took 8% of its step). The apply part has no
+     * forward: without the loss it is dead code. */
     for (int i = graph_num_outputs(g) - 1; i >= 0; i--) {
       GraphOutput o = graph_output_at(g, i);
-      if (o.node != loss) graph_remove_output(g, o.name);
+      if (o.node != loss || config->part == TRAIN_APPLY) graph_remove_output(g, o.name);
     }
     graph_output(g, "lr", config->lr);
+  }
+  if (ok && config->part == TRAIN_GRADIENTS) {
+    ok = gradient_outputs(g, params, count, grads);
+    free(params);
+    free(grads);
+    return ok && graph_error(g) == NULL;
+  }
+  if (ok) {
     if (config->clip_norm > 0.0) clip_gradients(g, grads, count, config->clip_norm, dtype);
     if (config->weight_decay != 0.0 && config->optimizer != TRAIN_ADAMW)
       for (int i = 0; i < count; i++)

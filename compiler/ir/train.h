@@ -11,7 +11,18 @@ typedef enum TrainOptimizer {
   TRAIN_ADAMW, /* Adam with decoupled weight decay (Loshchilov & Hutter) */
 } TrainOptimizer;
 
+/* Which part of the training step a graph holds. Data-parallel training
+ * (runtime/dist.h) runs the step in two graphs with the gradients
+ * averaged across processes in between: TRAIN_GRADIENTS is the forward
+ * and backward, with an output "grad.<param name>" per param (the param's
+ * dtype) beside "loss" and "lr"; TRAIN_APPLY takes those gradients as
+ * inputs of the same names and does the clipping and the optimizer
+ * update (outputs "lr" and "grad_norm"), so its params and states are
+ * those of the whole step's graph, which is TRAIN_WHOLE. */
+typedef enum TrainPart { TRAIN_WHOLE, TRAIN_GRADIENTS, TRAIN_APPLY } TrainPart;
+
 typedef struct TrainConfig {
+  TrainPart part;
   TrainOptimizer optimizer;
   double momentum;     /* SGD */
   double beta1, beta2; /* Adam, AdamW */

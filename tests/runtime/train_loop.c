@@ -42,19 +42,19 @@ static void init_run(uint8_t *p, uint8_t *s, tfm_pool *pool) {
 }
 
 static const tfm_buffer_desc train_buffers[] = {
-    {"w", TFM_ROLE_PARAM, TFM_F32, TFM_REGION_PERSISTENT, 1, 0, {2}},
-    {"adam.s", TFM_ROLE_STATE, TFM_F32, TFM_REGION_PERSISTENT, 0, 8, {0}},
-    {"x", TFM_ROLE_INPUT, TFM_F32, TFM_REGION_SCRATCH, 1, 0, {2}},
-    {"step", TFM_ROLE_INPUT, TFM_I32, TFM_REGION_SCRATCH, 0, 8, {0}},
-    {"loss", TFM_ROLE_OUTPUT, TFM_F32, TFM_REGION_SCRATCH, 0, 12, {0}},
+    {"w", TFM_ROLE_PARAM, TFM_F32, TFM_REGION_PERSISTENT, 1, 0, {2}, -1},
+    {"adam.s", TFM_ROLE_STATE, TFM_F32, TFM_REGION_PERSISTENT, 0, 8, {0}, -1},
+    {"x", TFM_ROLE_INPUT, TFM_F32, TFM_REGION_SCRATCH, 1, 0, {2}, -1},
+    {"step", TFM_ROLE_INPUT, TFM_I32, TFM_REGION_SCRATCH, 0, 8, {0}, -1},
+    {"loss", TFM_ROLE_OUTPUT, TFM_F32, TFM_REGION_SCRATCH, 0, 12, {0}, -1},
 };
 static const tfm_buffer_desc init_buffers[] = {
-    {"seed", TFM_ROLE_INPUT, TFM_I32, TFM_REGION_SCRATCH, 0, 0, {0}},
-    {"w", TFM_ROLE_OUTPUT, TFM_F32, TFM_REGION_SCRATCH, 1, 4, {2}},
+    {"seed", TFM_ROLE_INPUT, TFM_I32, TFM_REGION_SCRATCH, 0, 0, {0}, -1},
+    {"w", TFM_ROLE_OUTPUT, TFM_F32, TFM_REGION_SCRATCH, 1, 4, {2}, -1},
 };
 static const tfm_graph_desc train_graph = {"train", 12, 28, 5, train_buffers, train_run, train_update, 0, NULL};
 static const tfm_graph_desc init_graph = {"init", 0, 12, 2, init_buffers, init_run, NULL, 0, NULL};
-static const tfm_model_info model = {"toy", "toy.tfm", 0, NULL, NULL, &init_graph, &train_graph, NULL, NULL, 0, NULL};
+static const tfm_model_info model = {"toy", "toy.tfm", 0, NULL, NULL, &init_graph, &train_graph, NULL, NULL, NULL, NULL, 0, 0, NULL};
 
 /* x depends only on the step: x = (step % 3, 1); step 5 is NaN when asked. */
 static int poison_step;

@@ -50,8 +50,8 @@ static LLVMValueRef constant_global(Emitter *e, LLVMValueRef init, const char *n
 /* runtime/model.h: tfm_buffer_desc */
 static LLVMTypeRef buffer_type(Emitter *e) {
   LLVMTypeRef fields[] = {e->i8p, e->i32, e->i32, e->i32, e->i32, e->i64,
-                          LLVMArrayType(e->i64, GRAPH_MAX_RANK)};
-  return LLVMStructTypeInContext(e->ctx, fields, 7, 0);
+                          LLVMArrayType(e->i64, GRAPH_MAX_RANK), e->i32};
+  return LLVMStructTypeInContext(e->ctx, fields, 8, 0);
 }
 
 static LLVMValueRef buffer_desc(Emitter *e, const KernelPlan *plan, GraphId node, const char *name,
@@ -68,8 +68,10 @@ static LLVMValueRef buffer_desc(Emitter *e, const KernelPlan *plan, GraphId node
       LLVMConstInt(e->i32, b->region == KERNEL_PERSISTENT ? 0 : 1, 0),
       LLVMConstInt(e->i32, (unsigned long long)n->shape.rank, 0),
       LLVMConstInt(e->i64, (unsigned long long)b->offset, 0),
-      LLVMConstArray(e->i64, dims, GRAPH_MAX_RANK)};
-  return LLVMConstStructInContext(e->ctx, fields, 7, 0);
+      LLVMConstArray(e->i64, dims, GRAPH_MAX_RANK),
+      /* an output's value is final once the kernel that writes its buffer ran */
+      LLVMConstInt(e->i32, (unsigned long long)(role == DESCRIBE_OUTPUT ? b->first_kernel : -1), 1)};
+  return LLVMConstStructInContext(e->ctx, fields, 8, 0);
 }
 
 /* runtime/model.h: tfm_graph_desc */
@@ -239,8 +241,11 @@ bool describe_model(CpuModule *module, const ModelDescription *d) {
                            graph_ref(&e, d->train_prefix),
                            graph_ref(&e, d->forward_prefix),
                            graph_ref(&e, d->inspect_prefix),
+                           graph_ref(&e, d->train_grad_prefix),
+                           graph_ref(&e, d->train_apply_prefix),
+                           LLVMConstInt(e.i32, (unsigned long long)d->cuda, 0),
                            LLVMConstInt(e.i32, (unsigned long long)d->num_pretrained, 0),
                            pretrained_table(&e, d)};
-  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 11, 0), "tfm_model", 1);
+  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 14, 0), "tfm_model", 1);
   return true;
 }

@@ -35,6 +35,8 @@ typedef struct ModelDescription {
   int num_config;
   const char *const *config_keys, *const *config_values;
   const char *init_prefix, *train_prefix, *forward_prefix, *inspect_prefix; /* NULL: no such graph */
+  const char *train_grad_prefix, *train_apply_prefix; /* --data-parallel, else NULL */
+  int cuda; /* --target cuda */
   int num_pretrained;             /* the model's pretrained blocks: */
   const char *const *pretrained_names, *const *pretrained_prefixes;
   const int *num_ignored;         /* per block: the checkpoint tensors it leaves out */
