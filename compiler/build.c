@@ -184,6 +184,16 @@ static int link_library(const char **objects, int n, const char *output) {
   return 0;
 }
 
+/* g less the params and states it does not use (NULL stays NULL). */
+static Graph *only_used_params(Graph *g) {
+  if (!g) return NULL;
+  char err[256];
+  Graph *out = pass_dce_unused_params(g, err, sizeof err);
+  if (!out) diag_error_noloc("internal error: dropping unused params: %s", err);
+  graph_free(g);
+  return out;
+}
+
 int build_binary(const FrontOptions *front, const BuildOptions *b) {
   double start = now();
   FrontOptions fo = *front;
@@ -191,7 +201,8 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   CheckedModel *m;
   Graph *forward = lower_model(&fo, 0, &m);
   if (!forward) return 1;
-  Graph *train = NULL, *grad = NULL, *apply = NULL;
+  Graph *train = NULL, *grad = NULL, *apply = NULL, *norm = NULL, **apply_param = NULL;
+  int num_apply_param = 0;
   if (m->train.present) {
     CheckedModel *tm;
     train = lower_model(front, 1, &tm);
@@ -199,10 +210,26 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
       grad = lower_model(front, 1 + TRAIN_GRADIENTS, &tm);
       apply = grad ? lower_model(front, 1 + TRAIN_APPLY, &tm) : NULL;
     }
-    if (!train || (b->data_parallel && !apply)) {
+    /* Optimizer-state sharding (train --zero 1): the norm of the gradients
+     * (when clipping) and each param's update in a graph of its own. */
+    if (apply) {
+      num_apply_param = graph_num_params(apply);
+      apply_param = pool_alloc(sizeof(Graph *) * (size_t)(num_apply_param + 1));
+      memset(apply_param, 0, sizeof(Graph *) * (size_t)(num_apply_param + 1));
+      if (m->train.clip > 0.0) norm = lower_model(front, 1 + TRAIN_NORM, &tm);
+      for (int i = 0; i < num_apply_param; i++)
+        if (!(m->train.clip > 0.0 && !norm))
+          apply_param[i] = only_used_params(lower_model_part(front, 1 + TRAIN_APPLY_PARAM, i, &tm));
+    }
+    int split_ok = apply && !(m->train.clip > 0.0 && !norm);
+    for (int i = 0; i < num_apply_param; i++) split_ok &= apply_param[i] != NULL;
+    if (!train || (b->data_parallel && !split_ok)) {
       graph_free(forward);
       graph_free(train);
       graph_free(grad);
+      graph_free(apply);
+      graph_free(norm);
+      for (int i = 0; i < num_apply_param; i++) graph_free(apply_param[i]);
       return 1;
     }
   } else if (b->data_parallel) {
@@ -258,7 +285,7 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     diag_error_noloc("cannot make a temporary folder for the objects in %s", tmp && *tmp ? tmp : "/tmp");
     return 1;
   }
-  int num_graphs = 6 + num_pretrained;
+  int num_graphs = 7 + num_pretrained + num_apply_param, first_apply_param = 7 + num_pretrained;
   Compiled *graphs = pool_alloc(sizeof(Compiled) * (size_t)num_graphs);
   memset(graphs, 0, sizeof(Compiled) * (size_t)num_graphs);
   graphs[0] = (Compiled){.prefix = "tfm_init", .name = "init", .lowered = init};
@@ -267,6 +294,14 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   graphs[3] = (Compiled){.prefix = "tfm_inspect", .name = "inspect", .lowered = inspect};
   graphs[4] = (Compiled){.prefix = "tfm_train_grad", .name = "train_grad", .lowered = grad};
   graphs[5] = (Compiled){.prefix = "tfm_train_apply", .name = "train_apply", .lowered = apply};
+  graphs[6] = (Compiled){.prefix = "tfm_train_norm", .name = "train_norm", .lowered = norm};
+  const char **apply_param_prefixes = pool_alloc(sizeof(char *) * (size_t)(num_apply_param + 1));
+  for (int i = 0; i < num_apply_param; i++) {
+    apply_param_prefixes[i] = pool_printf("tfm_train_apply_%d", i);
+    graphs[first_apply_param + i] =
+        (Compiled){.prefix = apply_param_prefixes[i],
+                   .name = pool_printf("train_apply %d", i), .lowered = apply_param[i]};
+  }
   const char **pretrained_names = pool_alloc(sizeof(char *) * (size_t)(num_pretrained + 1));
   const char **pretrained_prefixes = pool_alloc(sizeof(char *) * (size_t)(num_pretrained + 1));
   int *num_ignored = pool_alloc(sizeof(int) * (size_t)(num_pretrained + 1));
@@ -277,7 +312,7 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     pretrained_prefixes[i] = pool_printf("tfm_pretrained_%d", i);
     num_ignored[i] = p->ignored.len;
     ignored[i] = (const char *const *)p->ignored.items;
-    graphs[6 + i] = (Compiled){.prefix = pretrained_prefixes[i],
+    graphs[7 + i] = (Compiled){.prefix = pretrained_prefixes[i],
                                .name = pool_printf("pretrained %s", p->name),
                                .lowered = pretrained[i]};
   }
@@ -294,7 +329,8 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
                         init ? "tfm_init" : NULL, train ? "tfm_train" : NULL, "tfm_forward",
                         inspect ? "tfm_inspect" : NULL, grad ? "tfm_train_grad" : NULL,
                         apply ? "tfm_train_apply" : NULL, b->cuda, num_pretrained,
-                        pretrained_names, pretrained_prefixes, num_ignored, ignored};
+                        pretrained_names, pretrained_prefixes, num_ignored, ignored,
+                        norm ? "tfm_train_norm" : NULL, num_apply_param, apply_param_prefixes};
   graphs[2].model = &d;
   for (int i = 0; i < num_graphs; i++) {
     graphs[i].options = b;
@@ -303,20 +339,29 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   /* The train graph is the big one: it compiles on this thread while a
    * second one does init and forward (each module has its own LLVM
    * context). */
-  Compiled **side = pool_alloc(sizeof(Compiled *) * (size_t)(num_graphs + 1)), *main_work[3] = {NULL};
+  Compiled **side = pool_alloc(sizeof(Compiled *) * (size_t)(num_graphs + 1));
   int ns = 0;
   if (init) side[ns++] = &graphs[0];
   side[ns++] = &graphs[2];
   if (inspect) side[ns++] = &graphs[3];
   if (grad) side[ns++] = &graphs[4];
-  for (int i = 0; i < num_pretrained; i++) side[ns++] = &graphs[6 + i];
+  for (int i = 0; i < num_pretrained; i++) side[ns++] = &graphs[7 + i];
+  if (norm) side[ns++] = &graphs[6];
+  /* the per-param updates, small, on the side thread until it has as many
+   * graphs as this one's share */
+  Compiled **main_list = pool_alloc(sizeof(Compiled *) * (size_t)(num_graphs + 1));
+  int nm = 0;
+  if (train) main_list[nm++] = &graphs[1];
+  if (apply) main_list[nm++] = &graphs[5];
+  for (int i = 0; i < num_apply_param; i++)
+    if (i % 2) main_list[nm++] = &graphs[first_apply_param + i];
+    else side[ns++] = &graphs[first_apply_param + i];
   side[ns] = NULL;
-  if (train) main_work[0] = &graphs[1];
-  if (apply) main_work[1] = &graphs[5];
+  main_list[nm] = NULL;
   pthread_t thread;
   int threaded = cpu_initialize() && pthread_create(&thread, NULL, compile_graphs, side) == 0;
   if (!threaded) compile_graphs(side);
-  compile_graphs(main_work);
+  compile_graphs(main_list);
   if (threaded) pthread_join(thread, NULL);
 
   int ok = 1, count = 0;

@@ -69,6 +69,13 @@ static const char usage[] =
     "  --keep K           with --every: also keep the last K periodic checkpoints as\n"
     "                     SAVE.stepNNNNNNNN.safetensors (for average; default 0)\n"
     "  --resume           continue from --save when it exists\n"
+    "  --zero 1           train under mpirun (a --data-parallel binary): shard the\n"
+    "                     optimizer state (ZeRO-1): each rank keeps the moments of,\n"
+    "                     and updates, its share of the params, then every rank gets\n"
+    "                     the new params; prints the memory saved. Checkpoints are the\n"
+    "                     same file (rank 0 gathers the state); --resume takes any\n"
+    "                     checkpoint with or without --zero, any number of ranks.\n"
+    "                     --zero 0 (default): every rank updates every param\n"
     "  --load FILE        checkpoint to evaluate, translate or generate with (train\n"
     "                     refuses it: continue a run with --save FILE --resume)\n"
     "  --init FILE        another tool's checkpoint (a Hugging Face safetensors file,\n"
@@ -645,7 +652,10 @@ static int cmd_train(const char *prog, const Cli *c, tfm_pool *pool) {
   tfm_train_result r;
   tfm_dist_train *dist = NULL;
   t.train_rows = ranks > 1 ? t.rows * (size_t)ranks : 0;
-  int status = ranks > 1 && tfm_dist_train_open(&dist, &o);
+  if (c->zero && ranks == 1)
+    fprintf(stderr, "%s: --zero 1: a single process has no optimizer state to shard; ignored\n",
+            prog);
+  int status = ranks > 1 && tfm_dist_train_open(&dist, &o, (int)c->zero);
   o.engine = dist ? tfm_dist_train_engine(dist) : NULL;
   if (!status) status = tfm_train(&o, &r);
   if (!status && !rank) tfm_dist_train_report(dist, stdout);
@@ -912,7 +922,7 @@ int main(int argc, char **argv) {
                   : !strcmp(a, "--threads") ? &c.threads : !strcmp(a, "--length") ? &c.length
                   : !strcmp(a, "--show") ? &c.show : !strcmp(a, "--beam") ? &c.beam
                   : !strcmp(a, "--keep") ? &c.keep : !strcmp(a, "--shard-size") ? &c.shard_size
-                  : !strcmp(a, "--vocab-size") ? &c.vocab_size
+                  : !strcmp(a, "--vocab-size") ? &c.vocab_size : !strcmp(a, "--zero") ? &c.zero
                   : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf(usage, prog);
@@ -949,6 +959,9 @@ int main(int argc, char **argv) {
       return cli_usage_error(prog, "--alpha needs a number >= 0, not '%s'", c.alpha_text);
   }
   if (c.beam > 1000) return cli_usage_error(prog, "%s", "--beam is at most 1000");
+  if (c.zero > 1)
+    return cli_usage_error(prog, "%s", "--zero takes 0 or 1 (optimizer-state sharding; stages 2 "
+                                       "and 3 are not implemented)");
   if (c.keep && !c.every) return cli_usage_error(prog, "%s", "--keep needs --every N");
   /* train starts from its own --save with --resume; a --load it ignored
    * would train from scratch without a word. */

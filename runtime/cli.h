@@ -23,6 +23,7 @@ typedef struct Cli {
   const char *inputs;       /* forward --inputs IN.safetensors */
   uint64_t steps, every, keep, seed, log_every, threads, length, show;
   uint64_t beam;            /* 0: greedy decoding (no --beam) */
+  uint64_t zero;            /* train --zero 1 under mpirun: optimizer-state sharding (ZeRO-1) */
   uint64_t shard_size;      /* tokenize --shard-size N: tokens per shard (0: one file) */
   uint64_t vocab_size;      /* tokenizer train --vocab-size N */
   double alpha;

@@ -86,6 +86,14 @@ typedef struct tfm_model_info {
   int32_t cuda;                   /* built with --target cuda: the graphs run on a GPU */
   int32_t num_pretrained;
   const tfm_pretrained_desc *pretrained;
+  /* --data-parallel too, for optimizer-state sharding (train --zero 1):
+   * the norm of the gradients for clipping ("grad.<param>" inputs, output
+   * "grad_norm"; NULL without clipping) and the update of each param in a
+   * graph of its own (input "grad.<param>", and "grad_norm" when clipping),
+   * so that a rank opens, and holds the moments of, the params it owns. */
+  const tfm_graph_desc *train_norm;
+  int32_t num_train_apply_param;
+  const tfm_graph_desc *const *train_apply_param;
 } tfm_model_info;
 
 /* --- a graph instance: its arena and buffers ------------------------------- */

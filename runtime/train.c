@@ -66,7 +66,9 @@ static int save(const tfm_graph *g, const tfm_train_options *o, uint64_t step) {
                tfm_meta_set(&meta, TFM_META_MODEL, o->model->name) ||
                tfm_meta_set_u64(&meta, TFM_META_WORLD_SIZE,
                                 o->engine ? o->engine->world_size : 1) ||
-               tfm_graph_save(g, o->save_path, &meta);
+               (o->engine && o->engine->save
+                    ? o->engine->save(o->engine->ctx, g, o->save_path, &meta)
+                    : tfm_graph_save(g, o->save_path, &meta));
   tfm_meta_clear(&meta);
   return status;
 }
@@ -87,6 +89,7 @@ static int keep_periodic(const tfm_graph *g, const tfm_train_options *o, uint64_
   tfm_train_options at_step = *o;
   at_step.save_path = path;
   if (save(g, &at_step, step)) return TFM_FAILED;
+  if (o->engine && !o->engine->writes) return TFM_OK; /* took part in the engine's save */
   uint64_t span = o->keep * o->save_every;
   if (step > span) {
     tfm_step_path(path, sizeof path, o->save_path, step - span);
@@ -134,7 +137,9 @@ int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
   if (o->resume && o->save_path && file_exists(o->save_path)) {
     tfm_meta meta = {0};
     uint64_t seed = o->seed;
-    if (tfm_graph_load(&g, o->save_path, &meta) || tfm_meta_get_u64(&meta, TFM_META_STEP, &first)) {
+    if ((engine && engine->load ? engine->load(engine->ctx, &g, o->save_path, &meta)
+                                : tfm_graph_load(&g, o->save_path, &meta)) ||
+        tfm_meta_get_u64(&meta, TFM_META_STEP, &first)) {
       tfm_meta_clear(&meta);
       goto done;
     }
@@ -186,7 +191,7 @@ int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
           tfm_metrics_step(&metrics, step, loss, lr, grad_norm, test_loss))
         goto done;
     }
-    int checkpoint = o->save_path && (!engine || engine->writes) && ((o->save_every && step % o->save_every == 0) || step == o->steps);
+    int checkpoint = o->save_path && (!engine || engine->writes || engine->save) && ((o->save_every && step % o->save_every == 0) || step == o->steps);
     if (checkpoint && save(&g, o, step)) goto done;
     if (checkpoint && o->keep && o->save_every && step % o->save_every == 0 &&
         keep_periodic(&g, o, step))

@@ -30,6 +30,11 @@ typedef struct tfm_train_engine {
    * *loss receives the step's loss (the mean over ranks). */
   int (*step)(void *ctx, tfm_graph *g, const struct tfm_train_options *o, uint64_t step,
               uint64_t *tokens, float *loss);
+  /* NULL, or checkpoints of g not as tfm_graph_save/load (ZeRO-1: the
+   * optimizer state is not in g): save is then called on every rank, a
+   * collective, and only the writer writes; load on every rank. */
+  int (*save)(void *ctx, const tfm_graph *g, const char *path, const tfm_meta *meta);
+  int (*load)(void *ctx, tfm_graph *g, const char *path, tfm_meta *meta);
   int writes;          /* this process writes checkpoints, metrics and the log */
   uint64_t world_size; /* recorded in checkpoints (TFM_META_WORLD_SIZE) */
   uint64_t rank;       /* this process's */

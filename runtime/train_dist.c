@@ -29,8 +29,11 @@
 
 typedef struct Grad {
   const char *name;
+  int has_src;     /* the gradients graph has this output (else: a zero gradient) */
   float *src;      /* the gradients graph's output; NULL: it has none (a zero gradient) */
-  float *dst;      /* the apply graph's input */
+  float *dst;      /* the apply graph's input (ZeRO-1: the norm graph's, or the
+                    * owned param's update graph's; NULL: neither) */
+  float *dst2;     /* ZeRO-1 with a norm graph: the owned param's update graph's input */
   size_t count;
   int32_t ready;
 } Grad;
@@ -41,6 +44,17 @@ typedef struct Bucket {
   int32_t ready;     /* the kernel after which all of them are final */
 } Bucket;
 
+/* ZeRO-1: a param's update graph (tfm_model_info.train_apply_param), open
+ * on the rank that owns it. */
+typedef struct Shard {
+  const tfm_graph_desc *desc;
+  const char *param; /* the name of its param */
+  size_t bytes;      /* the param's */
+  size_t state_bytes;
+  int owner;
+  tfm_graph graph;   /* the owner's */
+} Shard;
+
 typedef struct Copy {
   void *dst;
   const void *src;
@@ -50,8 +64,19 @@ typedef struct Copy {
 struct tfm_dist_train {
   const tfm_model_info *model;
   int rank, size;
-  tfm_graph grad;
+  tfm_graph grad;     /* without ZeRO-1; with it the loop's graph is the gradients graph */
+  tfm_graph *gg;      /* the gradients graph */
   tfm_graph *apply;
+  /* ZeRO-1 (train --zero 1) */
+  int zero;
+  Shard *shards;
+  size_t num_shards;
+  tfm_graph norm;     /* the gradients' norm for clipping, when the model clips */
+  int has_norm;
+  unsigned char *gather; /* the largest rank's params, for their all-gather */
+  size_t gather_bytes;
+  float *scratch;     /* the largest state tensor: others' moments passing through */
+  size_t scratch_bytes;
   Grad *grads;
   size_t num_grads;
   Bucket *buckets;
@@ -101,7 +126,8 @@ static int reduce_bucket(tfm_dist_train *d, const Bucket *b, uint64_t step) {
   at = 0;
   for (size_t i = b->first; i < b->end; i++) {
     const Grad *g = &d->grads[i];
-    memcpy(g->dst, d->pack + at, g->count * sizeof(float));
+    if (g->dst) memcpy(g->dst, d->pack + at, g->count * sizeof(float));
+    if (g->dst2) memcpy(g->dst2, d->pack + at, g->count * sizeof(float));
     at += g->count;
   }
   return TFM_OK;
@@ -183,20 +209,53 @@ static int check_same_params(tfm_dist_train *d, tfm_graph *g) {
                             "same binary with the same --seed and checkpoint");
 }
 
+/* The gradients graph's outputs, now that its arena exists. */
+static int resolve_sources(tfm_dist_train *d) {
+  for (size_t i = 0; i < d->num_grads; i++) {
+    Grad *g = &d->grads[i];
+    g->src = g->has_src ? tfm_graph_buffer(d->gg, g->name, TFM_ROLE_OUTPUT, NULL) : NULL;
+    if (g->has_src && !g->src) return tfm_fail("train_grad has no output %s", g->name);
+  }
+  return TFM_OK;
+}
+
+static const tfm_buffer_desc *find_desc(const tfm_graph_desc *gd, const char *name, tfm_role role) {
+  for (int32_t i = 0; i < gd->num_buffers; i++)
+    if (gd->buffers[i].role == (int32_t)role && !strcmp(gd->buffers[i].name, name))
+      return &gd->buffers[i];
+  return NULL;
+}
+
+static int prepare_zero(tfm_dist_train *d, tfm_graph *g) {
+  d->gg = g;
+  if (resolve_sources(d)) return TFM_FAILED;
+  for (size_t i = 0; i < d->num_shards; i++) {
+    Shard *sh = &d->shards[i];
+    if (sh->owner != d->rank) continue;
+    void *to = tfm_graph_buffer(&sh->graph, sh->param, TFM_ROLE_PARAM, NULL);
+    const void *from = tfm_graph_buffer(g, sh->param, TFM_ROLE_PARAM, NULL);
+    if (!to || !from) return tfm_fail("param %s: not in train_grad (a bad build?)", sh->param);
+    memcpy(to, from, sh->bytes);
+  }
+  return check_same_params(d, g);
+}
+
 static int prepare(void *ctx, tfm_graph *g) {
   tfm_dist_train *d = ctx;
+  if (d->zero) return prepare_zero(d, g);
   d->apply = g;
+  if (resolve_sources(d)) return TFM_FAILED;
   /* param pairs and gradient inputs, now that g's arena exists */
   d->num_copies = 0;
-  for (int32_t i = 0; i < d->grad.desc->num_buffers; i++) {
-    const tfm_buffer_desc *b = &d->grad.desc->buffers[i];
+  for (int32_t i = 0; i < d->gg->desc->num_buffers; i++) {
+    const tfm_buffer_desc *b = &d->gg->desc->buffers[i];
     if (b->role != TFM_ROLE_PARAM) continue;
     const tfm_buffer_desc *a;
     void *src = tfm_graph_buffer(g, b->name, TFM_ROLE_PARAM, &a);
     if (!src || tfm_buffer_bytes(a) != tfm_buffer_bytes(b) || a->dtype != b->dtype)
       return tfm_fail("the train_apply graph lacks the param '%s' of train_grad (a bad build?)",
                       b->name);
-    d->copies[d->num_copies++] = (Copy){tfm_graph_buffer(&d->grad, b->name, TFM_ROLE_PARAM, NULL),
+    d->copies[d->num_copies++] = (Copy){tfm_graph_buffer(d->gg, b->name, TFM_ROLE_PARAM, NULL),
                                         src, (size_t)tfm_buffer_bytes(b)};
   }
   for (size_t i = 0; i < d->num_grads; i++) {
@@ -210,6 +269,51 @@ static int prepare(void *ctx, tfm_graph *g) {
   return check_same_params(d, g);
 }
 
+/* ZeRO-1: the norm of the averaged gradients (every rank has them all),
+ * this rank's params' updates, then every rank's new params, broadcast by
+ * their owner in rank order, into the gradients graph. */
+static int apply_zero(tfm_dist_train *d, const tfm_train_options *o, uint64_t s) {
+  float norm = 0;
+  if (d->has_norm) {
+    set_input(&d->norm, "step", (int32_t)s);
+    tfm_graph_run(&d->norm, o->pool);
+    const tfm_buffer_desc *nb;
+    float *n = tfm_graph_buffer(&d->norm, "grad_norm", TFM_ROLE_OUTPUT, &nb);
+    if (!n || nb->dtype != TFM_F32) return tfm_fail("train_norm has no f32 output grad_norm");
+    norm = *n;
+  }
+  for (size_t i = 0; i < d->num_shards; i++) {
+    Shard *sh = &d->shards[i];
+    if (sh->owner != d->rank) continue;
+    set_input(&sh->graph, "step", (int32_t)s);
+    float *in = tfm_graph_buffer(&sh->graph, "grad_norm", TFM_ROLE_INPUT, NULL);
+    if (in) *in = norm;
+    tfm_graph_run(&sh->graph, o->pool);
+    tfm_graph_update(&sh->graph);
+  }
+  for (int r = 0; r < d->size; r++) {
+    size_t at = 0;
+    for (size_t i = 0; i < d->num_shards; i++)
+      if (d->shards[i].owner == r) {
+        if (r == d->rank)
+          memcpy(d->gather + at, tfm_graph_buffer(&d->shards[i].graph, d->shards[i].param,
+                                                  TFM_ROLE_PARAM, NULL), d->shards[i].bytes);
+        at += d->shards[i].bytes;
+      }
+    char what[96];
+    snprintf(what, sizeof what, "the params rank %d updated in step %" PRIu64, r, s);
+    if (at && tfm_dist_broadcast(d->gather, at, r, what)) return TFM_FAILED;
+    at = 0;
+    for (size_t i = 0; i < d->num_shards; i++)
+      if (d->shards[i].owner == r) {
+        memcpy(tfm_graph_buffer(d->gg, d->shards[i].param, TFM_ROLE_PARAM, NULL),
+               d->gather + at, d->shards[i].bytes);
+        at += d->shards[i].bytes;
+      }
+  }
+  return TFM_OK;
+}
+
 static int step(void *ctx, tfm_graph *g, const tfm_train_options *o, uint64_t s,
                 uint64_t *tokens, float *loss) {
   tfm_dist_train *d = ctx;
@@ -218,13 +322,13 @@ static int step(void *ctx, tfm_graph *g, const tfm_train_options *o, uint64_t s,
   for (int32_t i = 0; i < d->batch_desc.num_buffers; i++) {
     const tfm_buffer_desc *b = &d->batch_desc.buffers[i];
     const tfm_buffer_desc *mine;
-    unsigned char *to = tfm_graph_buffer(&d->grad, b->name, TFM_ROLE_INPUT, &mine);
+    unsigned char *to = tfm_graph_buffer(d->gg, b->name, TFM_ROLE_INPUT, &mine);
     const unsigned char *from = tfm_graph_buffer(&d->batch, b->name, TFM_ROLE_INPUT, NULL);
     size_t bytes = (size_t)tfm_buffer_bytes(mine);
     memcpy(to, from + (size_t)d->rank * bytes, bytes);
   }
-  set_input(&d->grad, "step", (int32_t)s);
-  set_input(g, "step", (int32_t)s);
+  set_input(d->gg, "step", (int32_t)s);
+  if (!d->zero) set_input(g, "step", (int32_t)s);
   pthread_mutex_lock(&d->lock);
   d->posted = d->reduced = 0;
   d->step = s;
@@ -232,7 +336,7 @@ static int step(void *ctx, tfm_graph *g, const tfm_train_options *o, uint64_t s,
   d->next_post = 0;
   kernel_done(d, -1); /* buckets final before any kernel (none, usually) */
   tfm_set_kernel_hook(kernel_done, d);
-  tfm_graph_run(&d->grad, o->pool);
+  tfm_graph_run(d->gg, o->pool);
   tfm_set_kernel_hook(NULL, NULL);
   kernel_done(d, INT32_MAX); /* whatever is left */
   double wait_start = now();
@@ -243,19 +347,240 @@ static int step(void *ctx, tfm_graph *g, const tfm_train_options *o, uint64_t s,
   d->wait_seconds += now() - wait_start;
   if (failed) return tfm_fail("%s", d->error);
   for (size_t i = 0; i < d->num_grads; i++)
-    if (!d->grads[i].src) memset(d->grads[i].dst, 0, d->grads[i].count * sizeof(float));
+    if (!d->grads[i].src) {
+      if (d->grads[i].dst) memset(d->grads[i].dst, 0, d->grads[i].count * sizeof(float));
+      if (d->grads[i].dst2) memset(d->grads[i].dst2, 0, d->grads[i].count * sizeof(float));
+    }
   const tfm_buffer_desc *lb;
-  float *l = tfm_graph_buffer(&d->grad, "loss", TFM_ROLE_OUTPUT, &lb);
+  float *l = tfm_graph_buffer(d->gg, "loss", TFM_ROLE_OUTPUT, &lb);
   if (!l || lb->dtype != TFM_F32 || tfm_buffer_numel(lb) != 1)
     return tfm_fail("the train_grad graph has no f32 scalar output 'loss'");
   char what[64];
   snprintf(what, sizeof what, "the loss of step %" PRIu64, s);
   if (tfm_dist_average_f32(l, loss, 1, what)) return TFM_FAILED;
+  if (d->zero) {
+    if (apply_zero(d, o, s)) return TFM_FAILED;
+    d->step_seconds += now() - start;
+    d->steps++;
+    return TFM_OK;
+  }
   tfm_graph_run(g, o->pool);
   tfm_graph_update(g);
   copy_params(d);
   d->step_seconds += now() - start;
   d->steps++;
+  return TFM_OK;
+}
+
+/* ZeRO-1: the shard whose update graph holds state `name`, or NULL. */
+static Shard *state_shard(tfm_dist_train *d, const char *name) {
+  for (size_t i = 0; i < d->num_shards; i++)
+    if (find_desc(d->shards[i].desc, name, TFM_ROLE_STATE)) return &d->shards[i];
+  return NULL;
+}
+
+/* ZeRO-1 checkpoints hold what one process's do: the params and states of
+ * train_apply, in its order. Each tensor's bytes: a param in g, an owned
+ * state in its update graph, another rank's state in `elsewhere`
+ * (NULL: d->scratch). */
+static tfm_tensor *zero_tensors(tfm_dist_train *d, const tfm_graph *g, unsigned char *elsewhere,
+                                size_t *count) {
+  const tfm_graph_desc *ad = d->model->train_apply;
+  tfm_tensor *t = calloc((size_t)ad->num_buffers + 1, sizeof *t);
+  if (!t) return NULL;
+  size_t n = 0, at = 0;
+  for (int32_t i = 0; i < ad->num_buffers; i++) {
+    const tfm_buffer_desc *b = &ad->buffers[i];
+    if (b->role != TFM_ROLE_PARAM && b->role != TFM_ROLE_STATE) continue;
+    t[n].name = b->name;
+    t[n].dtype = (tfm_dtype)b->dtype;
+    t[n].rank = (size_t)b->rank;
+    for (int k = 0; k < b->rank; k++) t[n].shape[k] = (size_t)b->shape[k];
+    if (b->role == TFM_ROLE_PARAM) {
+      t[n].data = tfm_graph_buffer((tfm_graph *)g, b->name, TFM_ROLE_PARAM, NULL);
+    } else {
+      Shard *sh = state_shard(d, b->name);
+      if (sh && sh->owner == d->rank) {
+        t[n].data = tfm_graph_buffer(&sh->graph, b->name, TFM_ROLE_STATE, NULL);
+      } else if (elsewhere) {
+        t[n].data = elsewhere + at;
+        at += (size_t)tfm_buffer_bytes(b);
+      } else {
+        t[n].data = d->scratch;
+      }
+    }
+    if (!t[n].data) {
+      free(t);
+      tfm_fail("%s: no buffer for it (a bad build?)", b->name);
+      return NULL;
+    }
+    n++;
+  }
+  *count = n;
+  return t;
+}
+
+/* Every rank: rank 0 gathers the other ranks' moments (each broadcast by
+ * its owner) into one buffer for the write, freed after. */
+static int save_zero(void *ctx, const tfm_graph *g, const char *path, const tfm_meta *meta) {
+  tfm_dist_train *d = ctx;
+  size_t others = 0;
+  for (size_t i = 0; i < d->num_shards; i++)
+    if (d->shards[i].owner != 0) others += d->shards[i].state_bytes;
+  unsigned char *gathered = d->rank == 0 ? malloc(others + 1) : NULL;
+  if (d->rank == 0 && !gathered) return tfm_fail("out of memory for the checkpoint's moments");
+  size_t n;
+  tfm_tensor *t = zero_tensors(d, g, gathered, &n);
+  int status = t ? TFM_OK : TFM_FAILED;
+  const tfm_graph_desc *ad = d->model->train_apply;
+  for (int32_t i = 0, k = 0; !status && i < ad->num_buffers; i++) {
+    const tfm_buffer_desc *b = &ad->buffers[i];
+    if (b->role != TFM_ROLE_PARAM && b->role != TFM_ROLE_STATE) continue;
+    Shard *sh = b->role == TFM_ROLE_STATE ? state_shard(d, b->name) : NULL;
+    if (sh && sh->owner != 0) {
+      char what[600];
+      snprintf(what, sizeof what, "the optimizer state %s for the checkpoint", b->name);
+      status = tfm_dist_broadcast(t[k].data, (size_t)tfm_buffer_bytes(b), sh->owner, what);
+    }
+    k++;
+  }
+  if (!status && d->rank == 0) status = tfm_ckpt_save(path, t, n, meta);
+  free(t);
+  free(gathered);
+  return status;
+}
+
+/* Every rank reads the file: the params, and the moments of its own
+ * params (the others' pass through a scratch buffer). */
+static int load_zero(void *ctx, tfm_graph *g, const char *path, tfm_meta *meta) {
+  tfm_dist_train *d = ctx;
+  size_t n;
+  tfm_tensor *t = zero_tensors(d, g, NULL, &n);
+  int status = t ? tfm_ckpt_load(path, t, n, meta) : TFM_FAILED;
+  free(t);
+  return status;
+}
+
+/* ZeRO-1: opens the update graphs of this rank's params, the norm graph,
+ * and says what the moments take. Owners: the params by size, largest
+ * first (ties by name), each to the rank that owns the fewest bytes so
+ * far (ties: the lowest rank), so every rank computes the same plan. */
+static int open_zero(tfm_dist_train *d, const tfm_train_options *o) {
+  const tfm_model_info *m = d->model;
+  if (!m->num_train_apply_param || !m->train_apply_param)
+    return tfm_fail("this binary of model %s has no per-param update graphs for --zero 1: "
+                    "rebuild it with this tfmc's build --data-parallel", m->name);
+  d->num_shards = (size_t)m->num_train_apply_param;
+  d->shards = calloc(d->num_shards, sizeof *d->shards);
+  size_t *order = calloc(d->num_shards, sizeof *order);
+  uint64_t *load = calloc((size_t)d->size, sizeof *load);
+  if (!d->shards || !order || !load) {
+    free(order);
+    free(load);
+    return tfm_fail("out of memory");
+  }
+  for (size_t i = 0; i < d->num_shards; i++) {
+    Shard *sh = &d->shards[i];
+    sh->desc = m->train_apply_param[i];
+    for (int32_t k = 0; k < sh->desc->num_buffers; k++) {
+      const tfm_buffer_desc *b = &sh->desc->buffers[k];
+      if (b->role == TFM_ROLE_PARAM) {
+        if (sh->param) {
+          free(order);
+          free(load);
+          return tfm_fail("update graph %zu holds params %s and %s (a bad build?)", i, sh->param,
+                          b->name);
+        }
+        sh->param = b->name;
+        sh->bytes = (size_t)tfm_buffer_bytes(b);
+      } else if (b->role == TFM_ROLE_STATE) {
+        sh->state_bytes += (size_t)tfm_buffer_bytes(b);
+        if ((size_t)tfm_buffer_bytes(b) > d->scratch_bytes)
+          d->scratch_bytes = (size_t)tfm_buffer_bytes(b);
+      }
+    }
+    if (!sh->param) {
+      free(order);
+      free(load);
+      return tfm_fail("update graph %zu has no param (a bad build?)", i);
+    }
+    order[i] = i;
+  }
+  /* a stable sort by size, largest first, then name */
+  for (size_t i = 1; i < d->num_shards; i++)
+    for (size_t j = i; j > 0; j--) {
+      const Shard *a = &d->shards[order[j - 1]], *b = &d->shards[order[j]];
+      if (a->bytes > b->bytes || (a->bytes == b->bytes && strcmp(a->param, b->param) <= 0)) break;
+      size_t x = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = x;
+    }
+  for (size_t i = 0; i < d->num_shards; i++) {
+    int best = 0;
+    for (int r = 1; r < d->size; r++)
+      if (load[r] < load[best]) best = r;
+    d->shards[order[i]].owner = best;
+    load[best] += d->shards[order[i]].bytes;
+  }
+  for (int r = 0; r < d->size; r++)
+    if (load[r] > d->gather_bytes) d->gather_bytes = (size_t)load[r];
+  free(order);
+  free(load);
+  d->gather = malloc(d->gather_bytes + 1);
+  d->scratch = malloc(d->scratch_bytes + 1);
+  if (!d->gather || !d->scratch) return tfm_fail("out of memory");
+  uint64_t mine[2] = {0, 0}; /* this rank's moments and update graphs' arenas, bytes */
+  for (size_t i = 0; i < d->num_shards; i++) {
+    Shard *sh = &d->shards[i];
+    if (sh->owner != d->rank) continue;
+    if (tfm_graph_open(&sh->graph, sh->desc)) return TFM_FAILED;
+    mine[0] += sh->state_bytes;
+    mine[1] += (uint64_t)(sh->desc->persistent_bytes + sh->desc->scratch_bytes);
+  }
+  if (m->train_norm) {
+    if (tfm_graph_open(&d->norm, m->train_norm)) return TFM_FAILED;
+    d->has_norm = 1;
+    mine[1] += (uint64_t)(m->train_norm->persistent_bytes + m->train_norm->scratch_bytes);
+  }
+  uint64_t *all = calloc((size_t)d->size * 2, sizeof *all);
+  if (!all) return tfm_fail("out of memory");
+  if (tfm_dist_allgather(mine, all, sizeof mine, "the ranks' optimizer state sizes")) {
+    free(all);
+    return TFM_FAILED;
+  }
+  uint64_t largest = 0, arena = 0, full = 0;
+  for (int r = 0; r < d->size; r++) {
+    if (all[2 * r] > largest) largest = all[2 * r];
+    if (all[2 * r + 1] > arena) arena = all[2 * r + 1];
+  }
+  const tfm_graph_desc *ad = m->train_apply;
+  for (int32_t i = 0; i < ad->num_buffers; i++)
+    if (ad->buffers[i].role == TFM_ROLE_STATE) full += (uint64_t)tfm_buffer_bytes(&ad->buffers[i]);
+  if (o->log && d->rank == 0)
+    fprintf(o->log, "ZeRO-1: %zu params over %d ranks; optimizer state: %.3f MB per rank "
+            "(the largest rank's; rank 0: %.3f MB) instead of %.3f MB, %.3f MB saved per rank; "
+            "update graphs' arenas %.3f MB instead of train_apply's %.3f MB\n",
+            d->num_shards, d->size, largest / 1e6, all[0] / 1e6, full / 1e6,
+            (full - largest) / 1e6, arena / 1e6,
+            (double)(ad->persistent_bytes + ad->scratch_bytes) / 1e6);
+  free(all);
+  return TFM_OK;
+}
+
+/* ZeRO-1: where gradient g lands: the norm graph's input (every rank) and
+ * the owner's update graph's. */
+static int zero_destinations(tfm_dist_train *d, Grad *g) {
+  float *norm_in = NULL, *own = NULL;
+  if (d->has_norm && !(norm_in = tfm_graph_buffer(&d->norm, g->name, TFM_ROLE_INPUT, NULL)))
+    return tfm_fail("train_norm has no input %s (a bad build?)", g->name);
+  for (size_t i = 0; i < d->num_shards; i++) {
+    Shard *sh = &d->shards[i];
+    if (!find_desc(sh->desc, g->name, TFM_ROLE_INPUT)) continue;
+    if (sh->owner == d->rank) own = tfm_graph_buffer(&sh->graph, g->name, TFM_ROLE_INPUT, NULL);
+    break;
+  }
+  g->dst = norm_in ? norm_in : own;
+  g->dst2 = norm_in ? own : NULL;
   return TFM_OK;
 }
 
@@ -281,12 +606,12 @@ static int check_same_binary(tfm_dist_train *d, const tfm_train_options *o) {
     crc = crc32_update(crc, m->config_keys[i], strlen(m->config_keys[i]) + 1);
     crc = crc32_update(crc, m->config_values[i], strlen(m->config_values[i]) + 1);
   }
-  int64_t sizes[6] = {m->train_grad->persistent_bytes, m->train_grad->scratch_bytes,
+  int64_t sizes[7] = {m->train_grad->persistent_bytes, m->train_grad->scratch_bytes,
                       m->train_apply->persistent_bytes, m->train_grad->num_kernels,
-                      (int64_t)o->steps, (int64_t)o->seed};
+                      (int64_t)o->steps, (int64_t)o->seed, d->zero};
   crc = crc32_update(crc, sizes, sizeof sizes);
   return same_on_every_rank(d, crc, "the ranks' model fingerprints",
-                            "runs another model, config or command line (--steps, --seed) than "
+                            "runs another model, config or command line (--steps, --seed, --zero) than "
                             "rank 0: start every rank with the same binary and options");
 }
 
@@ -312,7 +637,7 @@ static int open_batch(tfm_dist_train *d, const tfm_graph_desc *gd) {
   return tfm_graph_open(&d->batch, &d->batch_desc);
 }
 
-int tfm_dist_train_open(tfm_dist_train **out, const tfm_train_options *o) {
+int tfm_dist_train_open(tfm_dist_train **out, const tfm_train_options *o, int zero) {
   *out = NULL;
   const tfm_model_info *m = o->model;
   if (!m->train_grad || !m->train_apply)
@@ -334,10 +659,14 @@ int tfm_dist_train_open(tfm_dist_train **out, const tfm_train_options *o) {
   d->model = m;
   d->rank = tfm_dist_rank();
   d->size = tfm_dist_size();
+  d->zero = zero;
+  d->gg = &d->grad;
   pthread_mutex_init(&d->lock, NULL);
   pthread_cond_init(&d->changed, NULL);
   *out = d;
-  if (check_same_binary(d, o) || tfm_graph_open(&d->grad, m->train_grad)) return TFM_FAILED;
+  if (check_same_binary(d, o) || (!zero && tfm_graph_open(&d->grad, m->train_grad)) ||
+      (zero && open_zero(d, o)))
+    return TFM_FAILED;
   const tfm_graph_desc *gd = m->train_grad;
   if (open_batch(d, gd)) return TFM_FAILED;
   d->grads = calloc((size_t)gd->num_buffers + 1, sizeof *d->grads);
@@ -354,10 +683,11 @@ int tfm_dist_train_open(tfm_dist_train **out, const tfm_train_options *o) {
     Grad *g = &d->grads[d->num_grads++];
     g->name = in->name;
     g->count = (size_t)tfm_buffer_numel(in);
-    const tfm_buffer_desc *out_desc;
-    g->src = tfm_graph_buffer(&d->grad, in->name, TFM_ROLE_OUTPUT, &out_desc);
-    g->ready = g->src ? out_desc->ready : INT32_MAX; /* zeros last, in no bucket */
-    if (g->src && (size_t)tfm_buffer_numel(out_desc) != g->count)
+    const tfm_buffer_desc *out_desc = find_desc(gd, in->name, TFM_ROLE_OUTPUT);
+    g->has_src = out_desc != NULL;
+    g->ready = g->has_src ? out_desc->ready : INT32_MAX; /* zeros last, in no bucket */
+    if (zero && zero_destinations(d, g)) return TFM_FAILED;
+    if (g->has_src && (size_t)tfm_buffer_numel(out_desc) != g->count)
       return tfm_fail("%s differs between train_grad and train_apply (a bad build?)", in->name);
   }
   if (d->num_grads > (size_t)ad->num_buffers) return tfm_fail("too many gradients");
@@ -368,7 +698,7 @@ int tfm_dist_train_open(tfm_dist_train **out, const tfm_train_options *o) {
   if (!d->buckets) return tfm_fail("out of memory");
   size_t limit = bucket_floats(), largest = 1;
   for (size_t i = 0; i < d->num_grads; i++) {
-    if (!d->grads[i].src) continue;
+    if (!d->grads[i].has_src) continue;
     Bucket *b = d->num_buckets ? &d->buckets[d->num_buckets - 1] : NULL;
     if (!b || b->count >= limit) {
       b = &d->buckets[d->num_buckets++];
@@ -384,8 +714,10 @@ int tfm_dist_train_open(tfm_dist_train **out, const tfm_train_options *o) {
   if (!d->pack) return tfm_fail("out of memory");
   if (pthread_create(&d->thread, NULL, comm_thread, d)) return tfm_fail("cannot start a thread");
   d->thread_started = 1;
-  d->engine = (tfm_train_engine){.graph = m->train_apply, .ctx = d, .prepare = prepare,
-                                 .step = step, .writes = d->rank == 0,
+  d->engine = (tfm_train_engine){.graph = zero ? m->train_grad : m->train_apply, .ctx = d,
+                                 .prepare = prepare, .step = step,
+                                 .save = zero ? save_zero : NULL, .load = zero ? load_zero : NULL,
+                                 .writes = d->rank == 0,
                                  .world_size = (uint64_t)d->size, .rank = (uint64_t)d->rank};
   return TFM_OK;
 }
@@ -413,6 +745,12 @@ void tfm_dist_train_close(tfm_dist_train *d) {
   }
   tfm_set_kernel_hook(NULL, NULL);
   if (d->grad.desc) tfm_graph_close(&d->grad);
+  for (size_t i = 0; i < d->num_shards; i++)
+    if (d->shards[i].graph.desc) tfm_graph_close(&d->shards[i].graph);
+  free(d->shards);
+  if (d->norm.desc) tfm_graph_close(&d->norm);
+  free(d->gather);
+  free(d->scratch);
   if (d->batch.desc) tfm_graph_close(&d->batch);
   free(d->batch_buffers);
   pthread_mutex_destroy(&d->lock);

@@ -19,14 +19,15 @@ static double optim_setting(const Value *o, const char *key) {
 
 /* The train block as the IR's TrainConfig. */
 /* `map` (or NULL) takes the trace's node ids to g's (after autocast). */
-static bool build_training(Graph *g, const CheckedModel *m, const GraphId *map, TrainPart part) {
+static bool build_training(Graph *g, const CheckedModel *m, const GraphId *map, TrainPart part,
+                           int param) {
   const TrainSpec *ts = &m->train;
   if (!ts->present) {
     diag_error(m->at, "model %s has no train block, so it has no training graph", m->name);
     return false;
   }
   const Value *o = ts->optimizer;
-  TrainConfig c = {.part = part};
+  TrainConfig c = {.part = part, .param = param};
   c.optimizer = !strcmp(o->s, "sgd") ? TRAIN_SGD : !strcmp(o->s, "adam") ? TRAIN_ADAM : TRAIN_ADAMW;
   c.momentum = optim_setting(o, "momentum");
   c.beta1 = optim_setting(o, "beta1");
@@ -69,6 +70,10 @@ static Graph *run_mapped_pass(Graph *g,
 }
 
 Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model) {
+  return lower_model_part(opt, train, -1, model);
+}
+
+Graph *lower_model_part(const FrontOptions *opt, int train, int param, CheckedModel **model) {
   FrontOptions o = *opt;
   o.training = opt->training || train;
   Graph *g = graph_new();
@@ -94,7 +99,7 @@ Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model) {
   g = run_mapped_pass(g, pass_merge_dots, "pass_merge_dots", &map, traced);
   if (o.bf16) g = run_mapped_pass(g, pass_autocast_bf16, "--dtype bf16", &map, traced);
   /* The checker accepted the program, so an IR error is a bug of ours. */
-  if (!graph_error(g) && train) build_training(g, m, map, (TrainPart)(train - 1));
+  if (!graph_error(g) && train) build_training(g, m, map, (TrainPart)(train - 1), param);
   free(map);
   if (graph_error(g) || diag_error_count()) {
     if (graph_error(g))

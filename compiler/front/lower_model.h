@@ -9,11 +9,15 @@
 /* Checks the program and lowers it: the forward graph (train 0) or the
  * training graph: its whole step (1: forward, backward and the optimizer
  * update), or one part of it for data-parallel training (1 + TrainPart:
- * 2 the gradients, 3 their application; train.h). `training`
+ * 2 the gradients, 3 their application, 4 and 5 below; train.h). `training`
  * (dropout on) is opt->training, and always on for the training graph. Returns NULL when the
  * program has errors (reported through diag). *model receives the checked
  * model (parameter initialisers, config). */
 Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model);
+/* lower_model with `param`, the param number of TRAIN_APPLY_PARAM (4: the
+ * norm of the gradients, 5: the update of param number `param` alone;
+ * train.h), for optimizer-state sharding. */
+Graph *lower_model_part(const FrontOptions *opt, int train, int param, CheckedModel **model);
 
 /* A graph whose outputs, named like the parameters, are their initial
  * values (zeros, normal(mean, std), xavier_uniform, ...), drawn from Philox

@@ -68,9 +68,8 @@ static GraphId moment_state(Graph *g, const char *slot, GraphId param) {
   return graph_state(g, name, p->dtype, p->shape);
 }
 
-/* Scales all gradients so that their joint L2 norm is at most clip_norm. */
-static void clip_gradients(Graph *g, GraphId *grads, int count, double clip_norm,
-                           GraphDtype dtype) {
+/* The joint L2 norm of all gradients, output as "grad_norm". */
+static GraphId gradient_norm(Graph *g, const GraphId *grads, int count, GraphDtype dtype) {
   GraphId sum_squares = graph_scalar(g, dtype, 0.0);
   for (int i = 0; i < count; i++) {
     GraphId s = sum_all(g, mul(g, grads[i], grads[i]));
@@ -79,6 +78,12 @@ static void clip_gradients(Graph *g, GraphId *grads, int count, double clip_norm
   }
   GraphId norm = graph_unary(g, GRAPH_OP_SQRT, sum_squares);
   graph_output(g, "grad_norm", norm);
+  return norm;
+}
+
+/* Scales the gradients so that their joint L2 norm `norm` is at most clip_norm. */
+static void clip_gradients(Graph *g, GraphId *grads, int count, GraphId norm, double clip_norm,
+                           GraphDtype dtype) {
   GraphId bound = divide(g, graph_scalar(g, dtype, clip_norm),
                          add(g, norm, graph_scalar(g, dtype, 1e-6)));
   GraphId factor = graph_binary(g, GRAPH_OP_MIN, graph_scalar(g, dtype, 1.0), bound);
@@ -174,8 +179,19 @@ bool train_build(Graph *g, GraphId loss, const TrainConfig *config) {
     return graph_fail(g, "train: out of memory");
   }
   for (int i = 0; i < count; i++) params[i] = graph_param_at(g, i);
-  bool ok = config->part == TRAIN_APPLY ? gradient_inputs(g, params, count, grads)
-                                        : autodiff_gradients(g, loss, params, count, grads);
+  bool apply = config->part == TRAIN_APPLY || config->part == TRAIN_NORM ||
+               config->part == TRAIN_APPLY_PARAM;
+  if (config->part == TRAIN_APPLY_PARAM) { /* that param alone */
+    if (config->param < 0 || config->param >= count) {
+      free(params);
+      free(grads);
+      return graph_fail(g, "train: no param number %d", config->param);
+    }
+    params[0] = params[config->param];
+    count = 1;
+  }
+  bool ok = apply ? gradient_inputs(g, params, count, grads)
+                  : autodiff_gradients(g, loss, params, count, grads);
   if (ok) {
     /* The model's other outputs belong to its forward graph: here they were
      * computed and stored every step for nobody (a seq2seq Transformer's
@@ -183,7 +199,7 @@ bool train_build(Graph *g, GraphId loss, const TrainConfig *config) {
      * forward: without the loss it is dead code. */
     for (int i = graph_num_outputs(g) - 1; i >= 0; i--) {
       GraphOutput o = graph_output_at(g, i);
-      if (o.node != loss || config->part == TRAIN_APPLY) graph_remove_output(g, o.name);
+      if (o.node != loss || apply) graph_remove_output(g, o.name);
     }
     graph_output(g, "lr", config->lr);
   }
@@ -193,8 +209,19 @@ bool train_build(Graph *g, GraphId loss, const TrainConfig *config) {
     free(grads);
     return ok && graph_error(g) == NULL;
   }
+  if (ok && config->part == TRAIN_NORM) {
+    if (config->clip_norm > 0.0) gradient_norm(g, grads, count, dtype);
+    free(params);
+    free(grads);
+    return graph_error(g) == NULL;
+  }
   if (ok) {
-    if (config->clip_norm > 0.0) clip_gradients(g, grads, count, config->clip_norm, dtype);
+    if (config->clip_norm > 0.0) {
+      GraphId norm = config->part == TRAIN_APPLY_PARAM
+                         ? graph_input(g, "grad_norm", dtype, graph_shape_scalar())
+                         : gradient_norm(g, grads, count, dtype);
+      clip_gradients(g, grads, count, norm, config->clip_norm, dtype);
+    }
     if (config->weight_decay != 0.0 && config->optimizer != TRAIN_ADAMW)
       for (int i = 0; i < count; i++)
         grads[i] = add(g, grads[i], scale(g, config->weight_decay, params[i]));

@@ -19,10 +19,19 @@ typedef enum TrainOptimizer {
  * inputs of the same names and does the clipping and the optimizer
  * update (outputs "lr" and "grad_norm"), so its params and states are
  * those of the whole step's graph, which is TRAIN_WHOLE. */
-typedef enum TrainPart { TRAIN_WHOLE, TRAIN_GRADIENTS, TRAIN_APPLY } TrainPart;
+typedef enum TrainPart { TRAIN_WHOLE, TRAIN_GRADIENTS, TRAIN_APPLY, TRAIN_NORM, TRAIN_APPLY_PARAM } TrainPart;
+/* Optimizer-state sharding (ZeRO-1, the binary's train --zero 1) runs the
+ * update of each param in a graph of its own, so that a rank holds the
+ * moments of the params it owns only: TRAIN_NORM takes every "grad.<param>"
+ * and outputs "grad_norm" (the clipping's norm, summed as TRAIN_APPLY sums
+ * it; only built when clipping); TRAIN_APPLY_PARAM takes the gradient of
+ * param number TrainConfig.param (graph_param_at order) and, when
+ * clipping, the f32 scalar input "grad_norm", and updates that param and
+ * its moments alone. */
 
 typedef struct TrainConfig {
   TrainPart part;
+  int param;           /* TRAIN_APPLY_PARAM: which param (graph_param_at) */
   TrainOptimizer optimizer;
   double momentum;     /* SGD */
   double beta1, beta2; /* Adam, AdamW */

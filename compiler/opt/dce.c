@@ -8,7 +8,7 @@ static bool is_interface_leaf(GraphOp op) {
   return op == GRAPH_OP_INPUT || op == GRAPH_OP_PARAM || op == GRAPH_OP_STATE;
 }
 
-Graph *pass_dce(const Graph *in, char *err, size_t err_size) {
+static Graph *dce(const Graph *in, bool keep_params, char *err, size_t err_size) {
   int n = graph_count(in);
   bool *live = calloc(n > 0 ? (size_t)n : 1, sizeof(bool));
   PassRewrite r;
@@ -21,7 +21,7 @@ Graph *pass_dce(const Graph *in, char *err, size_t err_size) {
   /* Inputs precede users, so one backward sweep marks everything reachable. */
   for (GraphId id = n - 1; id >= 0; id--) {
     const GraphNode *node = graph_node(in, id);
-    if (is_interface_leaf(node->op)) live[id] = true;
+    if (is_interface_leaf(node->op) && (keep_params || node->op == GRAPH_OP_INPUT)) live[id] = true;
     if (!live[id]) continue;
     for (int i = 0; i < node->num_inputs; i++) live[node->inputs[i]] = true;
   }
@@ -29,4 +29,10 @@ Graph *pass_dce(const Graph *in, char *err, size_t err_size) {
     if (live[id]) r.map[id] = pass_rewrite_copy(&r, id);
   free(live);
   return pass_rewrite_finish(&r, err, err_size);
+}
+
+Graph *pass_dce(const Graph *in, char *err, size_t err_size) { return dce(in, true, err, err_size); }
+
+Graph *pass_dce_unused_params(const Graph *in, char *err, size_t err_size) {
+  return dce(in, false, err, err_size);
 }

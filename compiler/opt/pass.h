@@ -30,6 +30,10 @@ Graph *pass_cse_within(const Graph *in, const int *group, GraphId *map, char *er
 /* Drops nodes that no output or update depends on; inputs, params and
  * states always stay. */
 Graph *pass_dce(const Graph *in, char *err, size_t err_size);
+/* pass_dce that also drops the params and states nothing uses (inputs are
+ * kept): a graph that updates some params only (a ZeRO-1 per-param update
+ * graph, train.h) then holds those alone. */
+Graph *pass_dce_unused_params(const Graph *in, char *err, size_t err_size);
 /* Replaces softmax(scale * q kT + mask) v, as the front end lowers it, by
  * the fused attention op (compiler/opt/attention.c). Every node of `in` is
  * still copied (the replaced chain is left dead for DCE); when `map` is not

@@ -209,6 +209,17 @@ static LLVMValueRef graph_ref(Emitter *e, const char *prefix) {
   return LLVMConstBitCast(g, e->i8p);
 }
 
+/* A table of pointers to other objects' tfm_graph_desc (NULL when n is 0). */
+static LLVMValueRef graph_table(Emitter *e, const char *const *prefixes, int n) {
+  if (!n) return LLVMConstNull(e->i8p);
+  LLVMValueRef *ptrs = calloc((size_t)n, sizeof *ptrs);
+  for (int i = 0; i < n; i++) ptrs[i] = graph_ref(e, prefixes[i]);
+  LLVMValueRef g = constant_global(e, LLVMConstArray(e->i8p, ptrs, (unsigned)n),
+                                   ".tfm.graph_table", 0);
+  free(ptrs);
+  return LLVMConstBitCast(g, e->i8p);
+}
+
 /* The tfm_pretrained_desc table (NULL without pretrained blocks). */
 static LLVMValueRef pretrained_table(Emitter *e, const ModelDescription *d) {
   if (!d->num_pretrained) return LLVMConstNull(e->i8p);
@@ -245,7 +256,11 @@ bool describe_model(CpuModule *module, const ModelDescription *d) {
                            graph_ref(&e, d->train_apply_prefix),
                            LLVMConstInt(e.i32, (unsigned long long)d->cuda, 0),
                            LLVMConstInt(e.i32, (unsigned long long)d->num_pretrained, 0),
-                           pretrained_table(&e, d)};
-  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 14, 0), "tfm_model", 1);
+                           pretrained_table(&e, d),
+                           graph_ref(&e, d->train_norm_prefix),
+                           LLVMConstInt(e.i32, (unsigned long long)d->num_train_apply_param, 0),
+                           graph_table(&e, d->train_apply_param_prefixes,
+                                       d->num_train_apply_param)};
+  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 17, 0), "tfm_model", 1);
   return true;
 }

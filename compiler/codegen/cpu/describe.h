@@ -41,6 +41,11 @@ typedef struct ModelDescription {
   const char *const *pretrained_names, *const *pretrained_prefixes;
   const int *num_ignored;         /* per block: the checkpoint tensors it leaves out */
   const char *const *const *ignored;
+  /* --data-parallel, for train --zero 1: the gradients' norm (NULL without
+   * clipping) and each param's update in its own graph */
+  const char *train_norm_prefix;
+  int num_train_apply_param;
+  const char *const *train_apply_param_prefixes;
 } ModelDescription;
 
 /* Adds `tfm_model` (a tfm_model_info) referring to each graph's PREFIX_desc,
