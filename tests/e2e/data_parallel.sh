@@ -28,6 +28,25 @@ export OMPI_MCA_oob_tcp_if_include=${OMPI_MCA_oob_tcp_if_include:-lo}
 mpi=(mpirun --oversubscribe -np 2)
 train=(train --data corpus.txt --steps 20 --seed 3 --threads 1 --log-every 1)
 fail() { echo "FAIL: $*"; exit 1; }
+# resume_both P OPTIONS REFERENCE REF_METRICS: P2.safetensors, a 2-rank
+# checkpoint of step 10, resumed with 2 ranks (and OPTIONS) ends
+# bit-identical to REFERENCE, and resumed in 1 process with the same global
+# batch agrees with it and REF_METRICS to 1e-6.
+resume_both() {
+  local p=$1 opts=($2) ref=$3 refm=$4
+  cp "${p}2.safetensors" "${p}1.safetensors" && cp two.safetensors.vocab "${p}1.safetensors.vocab" &&
+    cp two.safetensors.vocab "${p}2.safetensors.vocab" || fail "copies of ${p}2.safetensors"
+  "${mpi[@]}" ./dp4 "${train[@]}" "${opts[@]}" --every 5 --save "${p}2.safetensors" --resume \
+    > "${p}r2.log" 2>&1 || { cat "${p}r2.log"; fail "resume with 2 ranks $2"; }
+  grep -m1 "resuming from ${p}2.safetensors at step 10" "${p}r2.log" || fail "no resume $2"
+  cmp "${p}2.safetensors" "$ref" || fail "resumed with 2 ranks $2 differs from the uninterrupted run"
+  echo "ok: resumed with 2 ranks $2: bit-identical to the uninterrupted run"
+  ./one8 "${train[@]}" --every 5 --save "${p}1.safetensors" --resume --metrics "${p}r1" \
+    > "${p}r1.log" || fail "resume with 1 process"
+  python3 "$here/dp_compare.py" --skip attn.bk "${p}r1" "$refm" "${p}1.safetensors" "$ref" ||
+    fail "the 2-rank checkpoint ($2) resumed with 1 process differs from the uninterrupted runs"
+  echo "ok: the 2-rank checkpoint ($2) resumed in 1 process with the same global batch agrees"
+}
 
 ./dp4 info >/dev/null 2>&1 && ldd ./dp4 | grep -q libmpi ||
   { echo "SKIP: tfm was built without MPI"; exit 77; }
@@ -52,17 +71,7 @@ status=$? took=$(( $(date +%s) - start ))
 [ "$took" -le 60 ] || fail "the job took $took s to end"
 grep -q "rank 1" k2.log || { cat k2.log; fail "nobody named the lost rank 1"; }
 echo "ok: rank 1 killed at step 10: the job ended in $took s (status $status): $(grep -m1 'rank 1' k2.log)"
-cp k2.safetensors k1.safetensors && cp two.safetensors.vocab k1.safetensors.vocab
-"${mpi[@]}" ./dp4 "${train[@]}" --every 5 --save k2.safetensors --resume > r2.log 2>&1 ||
-  { cat r2.log; fail "resume with 2 ranks"; }
-grep -m1 "resuming" r2.log
-cmp k2.safetensors u2.safetensors || fail "resumed with 2 ranks differs from the uninterrupted run"
-echo "ok: resumed with 2 ranks: bit-identical to the uninterrupted run"
-./one8 "${train[@]}" --every 5 --save k1.safetensors --resume --metrics r1 > r1.log ||
-  fail "resume with 1 process"
-python3 "$here/dp_compare.py" --skip attn.bk r1 two k1.safetensors two.safetensors ||
-  fail "resumed with 1 process differs from the uninterrupted runs"
-echo "ok: the 2-rank checkpoint resumed in 1 process with the same global batch agrees"
+resume_both k "" u2.safetensors two
 
 # ZeRO-1 (--zero 1): the moments sharded over the ranks, the same training
 "${mpi[@]}" ./dp4 "${train[@]}" --zero 1 --metrics z2 --save z2.safetensors > z2.log 2>&1 ||
@@ -73,19 +82,8 @@ python3 "$here/dp_compare.py" --skip attn.bk one z2 one.safetensors z2.safetenso
 echo "ok: --zero 1, 2 ranks x batch 4 agree with 1 process x batch 8"
 cmp -s z2.safetensors two.safetensors && echo "ok: and its checkpoint is bit-identical to 2 ranks without --zero"
 TFM_TEST_KILL_AT_STEP=10 TFM_TEST_KILL_RANK=1 "${mpi[@]}" ./dp4 "${train[@]}" --zero 1 --every 5 \
-  --save zk.safetensors > zk.log 2>&1 && fail "the --zero 1 job went on without rank 1"
-cp zk.safetensors zk1.safetensors && cp two.safetensors.vocab zk1.safetensors.vocab &&
-  cp two.safetensors.vocab zk.safetensors.vocab
-"${mpi[@]}" ./dp4 "${train[@]}" --zero 1 --every 5 --save zk.safetensors --resume > zr.log 2>&1 ||
-  { cat zr.log; fail "resume with 2 ranks and --zero 1"; }
-grep -q "resuming from zk.safetensors at step 10" zr.log || { cat zr.log; fail "--zero 1 did not resume"; }
-cmp zk.safetensors z2.safetensors || fail "--zero 1 resumed with 2 ranks differs from the uninterrupted run"
-echo "ok: --zero 1 resumed at step 10 with 2 ranks: bit-identical to the uninterrupted run"
-./one8 "${train[@]}" --every 5 --save zk1.safetensors --resume --metrics zr1 > zr1.log ||
-  fail "resume of a --zero 1 checkpoint in 1 process"
-python3 "$here/dp_compare.py" --skip attn.bk zr1 z2 zk1.safetensors z2.safetensors ||
-  fail "the --zero 1 checkpoint resumed in 1 process differs from the uninterrupted run"
-echo "ok: the --zero 1 checkpoint resumed in 1 process with the same global batch agrees"
+  --save zk2.safetensors > zk.log 2>&1 && fail "the --zero 1 job went on without rank 1"
+resume_both zk "--zero 1" z2.safetensors z2
 
 TFM_DIST_TIMEOUT=3 TFM_TEST_KILL_STOP=1 TFM_TEST_KILL_AT_STEP=3 TFM_TEST_KILL_RANK=1 \
   timeout 60 "${mpi[@]}" ./dp4 "${train[@]}" > hang.log 2>&1
