@@ -1,5 +1,5 @@
-/* tfmc build: a .tfm file to a binary. The model's three graphs (init,
- * train, forward) are lowered, optimised, planned, compiled through LLVM
+/* tfmc build: a .tfm file to a binary. The model's graphs (init, train,
+ * forward, and inspect and decode when it has them) are lowered, optimised, planned, compiled through LLVM
  * into objects with their descriptions, and linked with the runtime. */
 #define _POSIX_C_SOURCE 200809L
 #include "build.h"
@@ -207,6 +207,21 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
       return 1;
     }
   }
+  /* The decode-step graph of a language model (tokens/targets) whose
+   * program keeps key/value caches when `decoding` (std mha does): the
+   * binary's generate runs it once per token. */
+  Graph *decode = NULL;
+  if (lower_decodes(m)) {
+    CheckedModel *dm;
+    decode = lower_decode_model(&fo, &dm);
+    if (!decode && diag_error_count()) {
+      graph_free(forward);
+      graph_free(train);
+      graph_free(init);
+      graph_free(inspect);
+      return 1;
+    }
+  }
 
   const char *tmp = getenv("TMPDIR");
   char dir[4096];
@@ -215,11 +230,12 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     diag_error_noloc("cannot make a temporary folder for the objects in %s", tmp && *tmp ? tmp : "/tmp");
     return 1;
   }
-  enum { NUM_GRAPHS = 4 };
+  enum { NUM_GRAPHS = 5 };
   Compiled graphs[NUM_GRAPHS] = {{.prefix = "tfm_init", .name = "init", .lowered = init},
                                  {.prefix = "tfm_train", .name = "train", .lowered = train},
                                  {.prefix = "tfm_forward", .name = "forward", .lowered = forward},
-                                 {.prefix = "tfm_inspect", .name = "inspect", .lowered = inspect}};
+                                 {.prefix = "tfm_inspect", .name = "inspect", .lowered = inspect},
+                                 {.prefix = "tfm_decode", .name = "decode", .lowered = decode}};
   /* The config as text, for the binary's `info` and checkpoints. */
   const char **keys = pool_alloc(sizeof(char *) * (size_t)(m->config.len + 1));
   const char **values = pool_alloc(sizeof(char *) * (size_t)(m->config.len + 1));
@@ -231,7 +247,7 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   const SourceFile *src = source_get(m->at.file);
   ModelDescription d = {m->name, src ? src->path : "?", m->config.len, keys, values,
                         init ? "tfm_init" : NULL, train ? "tfm_train" : NULL, "tfm_forward",
-                        inspect ? "tfm_inspect" : NULL};
+                        inspect ? "tfm_inspect" : NULL, decode ? "tfm_decode" : NULL};
   graphs[2].model = &d;
   for (int i = 0; i < NUM_GRAPHS; i++) {
     graphs[i].options = b;
@@ -245,6 +261,7 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   if (init) side[ns++] = &graphs[0];
   side[ns++] = &graphs[2];
   if (inspect) side[ns++] = &graphs[3];
+  if (decode) side[ns++] = &graphs[4];
   if (train) main_work[0] = &graphs[1];
   pthread_t thread;
   int threaded = cpu_initialize() && pthread_create(&thread, NULL, compile_graphs, side) == 0;

@@ -16,6 +16,23 @@ static int training_value = 1;
 
 void builtins_set_training(int training) { training_value = training; }
 
+/* Decoding (FrontOptions.decoding): `decoding`, and what decode_pos() and
+ * kv_cache() read, set by the model's `tokens` input. */
+static int decoding_value;
+static Value *decode_positions;
+static int64_t decode_window;
+
+void builtins_set_decoding(int decoding) {
+  decoding_value = decoding;
+  decode_positions = NULL;
+  decode_window = 0;
+}
+
+void builtins_set_decode_positions(Value *positions, int64_t window) {
+  decode_positions = positions;
+  decode_window = window;
+}
+
 /* A tensor result and its graph node (GRAPH_NONE when only checking). */
 static Value *lowered(const TensorType *t, int32_t node) {
   Value *v = tensor_value(t);
@@ -723,6 +740,51 @@ static Value *fn_tensor(const Node *call, Arg *args, int nargs) {
   return lowered(&t, lower_constant(&t, nums));
 }
 
+/* decode_pos(): i32[B], the position of each row's new token in the
+ * decode-step graph. */
+static Value *fn_decode_pos(const Node *call, Arg *args, int nargs) {
+  Arg *a[1];
+  if (!get_args(call, "decode_pos", "", args, nargs, a)) return value_error();
+  if (!decode_positions) {
+    diag_error(call->span, "decode_pos() has a value only while the decode-step graph is lowered "
+                           "(under 'if decoding', in a model with inputs tokens and targets)");
+    return value_error();
+  }
+  return decode_positions;
+}
+
+/* kv_cache(x, name): x [B, ..., 1, K] is the new token's row; the result
+ * [B, ..., W, K] is the cache of the last W rows (W: the model's window,
+ * the time axis of `tokens`) with x written at decode_pos(): a state of
+ * the decode-step graph, carried from one step to the next. */
+static Value *fn_kv_cache(const Node *call, Arg *args, int nargs) {
+  Arg *a[2];
+  if (!get_args(call, "kv_cache", "x name", args, nargs, a)) return value_error();
+  const Value *x = tensor_arg(a[0], "kv_cache", "x");
+  if (!x) return value_error();
+  if (a[1]->value->kind != V_STR) {
+    diag_error(a[1]->node->span, "kv_cache: name must be a string, got %s",
+               value_kind_name(a[1]->value));
+    return value_error();
+  }
+  if (!decode_positions) {
+    diag_error(call->span, "kv_cache() has a value only while the decode-step graph is lowered "
+                           "(under 'if decoding', in a model with inputs tokens and targets)");
+    return value_error();
+  }
+  int r = x->t.rank;
+  if (r < 3 || x->t.dims[r - 2] != 1 || x->t.dims[0] != decode_positions->t.dims[0] ||
+      (x->t.dtype != DT_F32 && x->t.dtype != DT_F64)) {
+    diag_error(a[0]->node->span, "kv_cache: x must be f32[B, ..., 1, K] (one new row per batch row, "
+               "B = %" PRId64 "), got %s", decode_positions->t.dims[0], tensor_type_str(&x->t));
+    return value_error();
+  }
+  TensorType t = x->t;
+  t.dims[r - 2] = decode_window;
+  t.origin[r - 2] = NULL;
+  return lowered(&t, lower_kv_cache(x, decode_positions, a[1]->value->s, &t));
+}
+
 static Value *fn_random_uniform(const Node *call, Arg *args, int nargs) {
   Arg *a[1];
   if (!get_args(call, "random_uniform", "shape", args, nargs, a)) return value_error();
@@ -903,10 +965,10 @@ static const char *const function_names[] = {
     "max", "min", "sum", "mean", "select", "cast", "reshape", "permute", "transpose",
     "broadcast", "expand", "squeeze", "slice", "concat", "pad", "gather", "one_hot", "iota",
     "full", "tensor", "random_uniform", "shape", "dim", "rank", "dtype", "len", "append", "range", "float", "int",
-    "normal", "uniform", "constant", "sgd", "adam", "adamw", NULL};
+    "normal", "uniform", "constant", "sgd", "adam", "adamw", "decode_pos", "kv_cache", NULL};
 
 static const char *const value_names[] = {"f32", "f64", "i32", "bf16", "inf", "pi", "training",
-                                          "zeros", "ones", "xavier_uniform", "xavier_normal", NULL};
+                                          "decoding", "zeros", "ones", "xavier_uniform", "xavier_normal", NULL};
 
 enum { NFUNCTIONS = sizeof function_names / sizeof function_names[0] - 1 };
 
@@ -934,7 +996,8 @@ Value *builtin_lookup(const char *name) {
   if (!strcmp(name, "inf")) return value_float(INFINITY);
   if (!strcmp(name, "pi")) return value_float(3.14159265358979323846);
   if (!strcmp(name, "training")) return value_bool(training_value);
-  for (int i = 7; value_names[i]; i++)
+  if (!strcmp(name, "decoding")) return value_bool(decoding_value);
+  for (int i = 8; value_names[i]; i++)
     if (!strcmp(value_names[i], name)) return make_init(value_names[i], NULL, 0);
   return NULL;
 }
@@ -962,6 +1025,8 @@ Value *builtin_call(Ctx *ctx, const Value *fn, const Node *call, Arg *args, int 
   if (!strcmp(name, "iota")) return fn_iota(call, args, nargs);
   if (!strcmp(name, "full")) return fn_full(call, args, nargs);
   if (!strcmp(name, "random_uniform")) return fn_random_uniform(call, args, nargs);
+  if (!strcmp(name, "decode_pos")) return fn_decode_pos(call, args, nargs);
+  if (!strcmp(name, "kv_cache")) return fn_kv_cache(call, args, nargs);
   if (!strcmp(name, "tensor")) return fn_tensor(call, args, nargs);
   if (!strcmp(name, "shape")) return fn_shape(call, args, nargs);
   if (!strcmp(name, "dim")) return fn_dim(call, args, nargs);

@@ -217,7 +217,8 @@ bool describe_model(CpuModule *module, const ModelDescription *d) {
                            graph_ref(&e, d->init_prefix),
                            graph_ref(&e, d->train_prefix),
                            graph_ref(&e, d->forward_prefix),
-                           graph_ref(&e, d->inspect_prefix)};
-  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 9, 0), "tfm_model", 1);
+                           graph_ref(&e, d->inspect_prefix),
+                           graph_ref(&e, d->decode_prefix)};
+  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 10, 0), "tfm_model", 1);
   return true;
 }

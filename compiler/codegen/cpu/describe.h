@@ -35,6 +35,7 @@ typedef struct ModelDescription {
   int num_config;
   const char *const *config_keys, *const *config_values;
   const char *init_prefix, *train_prefix, *forward_prefix, *inspect_prefix; /* NULL: no such graph */
+  const char *decode_prefix; /* NULL: no such graph */
 } ModelDescription;
 
 /* Adds `tfm_model` (a tfm_model_info) referring to each graph's PREFIX_desc,
