@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 #include "tokenizer.h"
@@ -16,6 +17,7 @@
 #include "beam.h"
 #include "bleu.h"
 #include "profile.h"
+#include "sample.h"
 
 /* Character models train on the head of the text and evaluate on its tail. */
 static const double HELD_OUT = 0.1;
@@ -33,7 +35,8 @@ static const char usage[] =
     "            for translation, exact match and corpus BLEU of the translations\n"
     "  translate translate the sources of the pairs in --test (or --data)\n"
     "  generate  continue --prompt by --length characters, or tokens of --tokenizer\n"
-    "            FILE (language models, greedy)\n"
+    "            FILE (language models; greedy, or sampled with --temperature, --top-k,\n"
+    "            --top-p, --seed), one step of the decode graph per token\n"
     "  average   --out FILE CKPT...: the element-wise mean of the parameters of the\n"
     "            checkpoints (same model), written as a checkpoint (state, metadata and\n"
     "            vocabulary of the last one, or the vocabulary of --vocab)\n"
@@ -66,7 +69,8 @@ static const char usage[] =
     "  --load FILE        checkpoint to evaluate, translate or generate with (train\n"
     "                     refuses it: continue a run with --save FILE --resume)\n"
     "  --vocab FILE       vocabulary (default: CHECKPOINT.vocab, written when training)\n"
-    "  --seed N           initialisation and data order (default 1)\n"
+    "  --seed N           initialisation and data order; generate: the sampling draws\n"
+    "                     (default 1)\n"
     "  --threads N        worker threads (default: TFM_THREADS or every CPU)\n"
     "  --log-every N      progress line every N steps (default 50)\n"
     "  --metrics FILE     train: also write FILE.jsonl, one JSON line per progress line\n"
@@ -106,7 +110,15 @@ static const char usage[] =
     "  --head H           attention: the head it opens on, from 0, or 'mean' (default)\n"
     "  --prompt TEXT      generate: the text to continue\n"
     "  --length N         generate: characters, or tokens with --tokenizer, to add\n"
-    "                     (default 200)\n"
+    "                     (default 200)\n"    "  --temperature T    generate: sample from softmax(logits / T); 0 is greedy (the\n"
+    "                     default, or 1 when --top-k or --top-p is given)\n"
+    "  --top-k K          generate: sample among the K most likely tokens (1: greedy)\n"
+    "  --top-p P          generate: then among the fewest most likely tokens whose\n"
+    "                     probability reaches P, in (0, 1] (nucleus sampling)\n"
+    "                     (--seed N: the draws; the same seed, the same text)\n"
+    "  --recompute        generate: run the forward graph on the whole window for\n"
+    "                     every token instead of the decode graph's key/value cache\n"
+    "  --timing           generate: print to stderr the time per new token\n"
     "  -h, --help         this help\n";
 
 int cli_usage_error(const char *prog, const char *fmt, const char *arg) {
@@ -690,43 +702,129 @@ static int cmd_eval_or_translate(const char *prog, const Cli *c, tfm_pool *pool)
   return status ? cli_fail(prog) : 0;
 }
 
-/* The window of the last W ids: an id pushed to a full window drops the oldest. */
-typedef struct Context {
-  int32_t *ids;
+/* generate: the window of the last W ids (W: the model's context, its
+ * tokens' time axis) and the graphs that give the next id's logits. With
+ * the decode-step graph (tfmc compiles it for a causal language model, see
+ * docs/language.md "Decoding") each id runs once, at its position, its keys
+ * and values kept in the graph's caches; the forward graph recomputes the
+ * whole window for every id (--recompute, a model without a decode graph,
+ * and once the text outgrows the context: then the window slides). */
+typedef struct Generator {
+  Task *t;
+  tfm_pool *pool;
+  tfm_graph fwd, dec;
+  int fwd_open, dec_open;
+  int32_t *ids;             /* the window */
   size_t have, window;
-} Context;
+  size_t cached;            /* ids[0, cached) are in the decode graph's caches */
+  int slid;                 /* the window has slid: the caches no longer match it */
+  int64_t classes;          /* ids the generator may choose (the vocabulary) */
+  tfm_sampling sampling;
+  uint64_t rng;
+  /* --timing: the runs before the first new id (the prompt), then those
+   * of the later ids, and their times. */
+  size_t prompt_steps, steps, calls;
+  double prompt_seconds, seconds;
+} Generator;
 
-static void context_push(Context *x, int32_t id) {
-  if (x->have == x->window) memmove(x->ids, x->ids + 1, sizeof(int32_t) * (x->window - 1)), x->have--;
-  x->ids[x->have++] = id;
+static double seconds_now(void) {
+  struct timespec ts;
+  timespec_get(&ts, TIME_UTC);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* The greedy next id after the context (the model's tokens, logits), among
- * the first `classes` ids. */
-static int32_t greedy_next(Task *t, tfm_graph *fwd, tfm_pool *pool, const Context *x,
-                           int64_t classes) {
-  int32_t *tokens = tfm_graph_buffer(fwd, "tokens", TFM_ROLE_INPUT, NULL);
-  const float *logits = tfm_graph_buffer(fwd, "logits", TFM_ROLE_OUTPUT, NULL);
-  memset(tokens, 0, sizeof(int32_t) * t->rows * x->window);
-  memcpy(tokens, x->ids, sizeof(int32_t) * x->have);
-  tfm_graph_run(fwd, pool);
-  size_t last = x->have ? x->have - 1 : 0;
-  return argmax_row(logits + last * (size_t)t->model_vocab, classes);
+/* An id pushed to a full window drops the oldest (the caches stop matching). */
+static void generator_push(Generator *g, int32_t id) {
+  if (g->have == g->window) {
+    memmove(g->ids, g->ids + 1, sizeof(int32_t) * (g->window - 1));
+    g->have--;
+    g->slid = 1;
+  }
+  g->ids[g->have++] = id;
+}
+
+/* One run of the decode-step graph: id at position pos in every batch row. */
+static const float *decode_step(Generator *g, int32_t id, size_t pos) {
+  int32_t *tokens = tfm_graph_buffer(&g->dec, "tokens", TFM_ROLE_INPUT, NULL);
+  int32_t *position = tfm_graph_buffer(&g->dec, "pos", TFM_ROLE_INPUT, NULL);
+  for (size_t r = 0; r < g->t->rows; r++) tokens[r] = id, position[r] = (int32_t)pos;
+  tfm_graph_run(&g->dec, g->pool);
+  tfm_graph_update(&g->dec); /* the caches now hold row pos */
+  return tfm_graph_buffer(&g->dec, "logits", TFM_ROLE_OUTPUT, NULL);
+}
+
+/* The logits after the window's last id (with an empty window: after id 0
+ * at position 0, which the first new id then replaces). */
+static const float *generator_logits(Generator *g) {
+  double start = seconds_now();
+  size_t steps = 0;
+  const float *row;
+  if (g->dec_open && !g->slid) {
+    row = NULL;
+    if (!g->have) row = decode_step(g, 0, 0), steps++;
+    for (; g->cached < g->have; g->cached++, steps++)
+      row = decode_step(g, g->ids[g->cached], g->cached);
+    if (!row) row = tfm_graph_buffer(&g->dec, "logits", TFM_ROLE_OUTPUT, NULL);
+  } else {
+    int32_t *tokens = tfm_graph_buffer(&g->fwd, "tokens", TFM_ROLE_INPUT, NULL);
+    memset(tokens, 0, sizeof(int32_t) * g->t->rows * g->window);
+    memcpy(tokens, g->ids, sizeof(int32_t) * g->have);
+    tfm_graph_run(&g->fwd, g->pool);
+    steps++;
+    const float *logits = tfm_graph_buffer(&g->fwd, "logits", TFM_ROLE_OUTPUT, NULL);
+    row = logits + (g->have ? g->have - 1 : 0) * (size_t)g->t->model_vocab;
+  }
+  double took = seconds_now() - start;
+  if (g->calls++) g->steps += steps, g->seconds += took;
+  else g->prompt_steps = steps, g->prompt_seconds = took;
+  return row;
+}
+
+/* The next id (greedy or sampled among the first `classes`), pushed. */
+static int generator_next(Generator *g, int32_t *out) {
+  if (g->slid && !g->fwd_open) { /* the text outgrew the cache */
+    if (tfm_graph_open(&g->fwd, tfm_model.forward) || tfm_graph_copy_params(&g->fwd, &g->dec))
+      return TFM_FAILED;
+    g->fwd_open = 1;
+  }
+  int32_t id = tfm_sample(generator_logits(g), (size_t)g->classes, &g->sampling, &g->rng);
+  if (id < 0) return tfm_fail("out of memory");
+  generator_push(g, id);
+  *out = id;
+  return TFM_OK;
+}
+
+/* The prompt's ids fill the window; a prompt longer than the context is
+ * refused (what, e.g. "characters", names its unit). */
+static int generator_prompt(Generator *g, const int32_t *ids, size_t n, const char *what) {
+  if (n > g->window)
+    return tfm_fail("the prompt is %zu %s but model %s's context is %zu (its window, seq_len); "
+                    "shorten the prompt or rebuild the model with a longer seq_len",
+                    n, what, tfm_model.name, g->window);
+  for (size_t i = 0; i < n; i++) generator_push(g, ids[i]);
+  return TFM_OK;
 }
 
 /* Characters: each id's bytes as it comes. */
-static int generate_characters(Task *t, tfm_graph *fwd, tfm_pool *pool, Context *x) {
+static int generate_characters(Generator *g) {
+  Task *t = g->t;
   const char *prompt = t->cli->prompt ? t->cli->prompt : "";
-  for (const char *p = prompt; *p; p++) {
-    int32_t id = tfm_vocab_find(&t->vocab, p, 1);
-    context_push(x, id < 0 ? TFM_UNK : id);
+  size_t n = strlen(prompt);
+  int32_t *ids = malloc(sizeof(int32_t) * (n ? n : 1));
+  if (!ids) return tfm_fail("out of memory");
+  for (size_t i = 0; i < n; i++) {
+    int32_t id = tfm_vocab_find(&t->vocab, prompt + i, 1);
+    ids[i] = id < 0 ? TFM_UNK : id;
   }
+  int status = generator_prompt(g, ids, n, "characters");
+  free(ids);
+  if (status) return status;
   fputs(prompt, stdout);
-  for (uint64_t n = 0; n < t->cli->length; n++) {
-    int32_t id = greedy_next(t, fwd, pool, x, t->model_vocab);
+  for (uint64_t k = 0; k < t->cli->length; k++) {
+    int32_t id;
+    if (generator_next(g, &id)) return TFM_FAILED;
     if (id >= (int32_t)t->vocab.count) id = TFM_UNK;
     fwrite(t->vocab.tokens[id], 1, t->vocab.lengths[id], stdout);
-    context_push(x, id);
   }
   fputc('\n', stdout);
   return TFM_OK;
@@ -735,7 +833,8 @@ static int generate_characters(Task *t, tfm_graph *fwd, tfm_pool *pool, Context 
 /* --tokenizer FILE: the prompt's ids, then --length new ones, printed as
  * the tokenizer decodes the whole sequence (a piece can be half a
  * character, or join its neighbour). */
-static int generate_tokens(Task *t, tfm_graph *fwd, tfm_pool *pool, Context *x) {
+static int generate_tokens(Generator *g) {
+  Task *t = g->t;
   const Cli *c = t->cli;
   tfm_tokenizer *tok;
   if (tfm_tokenizer_load(c->tokenizer, &tok)) return TFM_FAILED;
@@ -746,11 +845,11 @@ static int generate_tokens(Task *t, tfm_graph *fwd, tfm_pool *pool, Context *x) 
   if (!status && (int64_t)size > t->model_vocab)
     status = tfm_fail("%s: the tokenizer has %zu tokens but model %s's vocabulary is %" PRId64,
                       c->tokenizer, size, tfm_model.name, t->model_vocab);
-  for (size_t i = 0; !status && i < ids.count; i++) context_push(x, ids.ids[i]);
+  g->classes = (int64_t)size; /* the tokenizer's ids only */
+  if (!status) status = generator_prompt(g, ids.ids, ids.count, "tokens");
   for (uint64_t n = 0; !status && n < c->length; n++) {
-    int32_t id = greedy_next(t, fwd, pool, x, (int64_t)size); /* the tokenizer's ids only */
-    context_push(x, id);
-    status = tfm_tokenizer_ids_push(&ids, id);
+    int32_t id;
+    status = generator_next(g, &id) || tfm_tokenizer_ids_push(&ids, id);
   }
   char *text = NULL;
   size_t length = 0;
@@ -764,21 +863,37 @@ static int generate_tokens(Task *t, tfm_graph *fwd, tfm_pool *pool, Context *x) 
 
 static int cmd_generate(const char *prog, const Cli *c, tfm_pool *pool) {
   Task t = {.cli = c, .sharded = c->tokenizer != NULL}; /* a tokenizer's ids need no vocabulary */
-  tfm_graph fwd;
-  int status = cli_open_trained(prog, c, &t, tfm_model.forward, &fwd);
+  Generator g = {.t = &t, .pool = pool, .rng = c->seed,
+                 .sampling = {c->temperature, (size_t)c->top_k, c->top_p}};
+  /* The decode-step graph unless --recompute or the model has none. */
+  int cached = tfm_model.decode && !c->recompute;
+  int status = cli_open_trained(prog, c, &t, cached ? tfm_model.decode : tfm_model.forward,
+                                cached ? &g.dec : &g.fwd);
   if (status) return status;
-  if (t.translation) return tfm_fail("generate is for language models; use translate"), cli_fail(prog);
-  /* A fixed number of tokens and no <eos>: generation stays greedy. */
-  if (c->beam || c->dump)
-    return tfm_fail("generate decodes greedily; --beam and --dump are for translate and eval"),
-           cli_fail(prog);
-  Context x = {.ids = calloc(t.window, sizeof(int32_t)), .window = t.window};
-  status = !x.ids                ? tfm_fail("out of memory")
-           : c->tokenizer        ? generate_tokens(&t, &fwd, pool, &x)
-                                 : generate_characters(&t, &fwd, pool, &x);
-  free(x.ids);
+  g.dec_open = cached;
+  g.fwd_open = !cached;
+  if (t.translation) status = tfm_fail("generate is for language models; use translate");
+  /* A fixed number of tokens and no <eos>: no beam search. */
+  else if (c->beam || c->dump)
+    status = tfm_fail("generate decodes greedily or samples; --beam and --dump are for translate "
+                      "and eval");
+  g.window = t.window;
+  g.classes = t.model_vocab;
+  g.ids = calloc(t.window ? t.window : 1, sizeof(int32_t));
+  if (!status && !g.ids) status = tfm_fail("out of memory");
+  if (!status) status = c->tokenizer ? generate_tokens(&g) : generate_characters(&g);
+  if (!status && c->timing)
+    fprintf(stderr, "generate: %s; prompt: %zu steps in %.1f ms; then %zu steps in %.1f ms, "
+            "%.3f ms per new token\n",
+            !g.dec_open ? "forward graph (the whole window per token)"
+            : g.slid    ? "decode graph (key/value cache), then the forward graph past the context"
+                        : "decode graph (key/value cache)",
+            g.prompt_steps, 1e3 * g.prompt_seconds, g.steps, 1e3 * g.seconds,
+            g.steps ? 1e3 * g.seconds / (double)g.steps : 0.0);
+  free(g.ids);
   tfm_vocab_free(&t.vocab);
-  tfm_graph_close(&fwd);
+  if (g.dec_open) tfm_graph_close(&g.dec);
+  if (g.fwd_open) tfm_graph_close(&g.fwd);
   return status ? cli_fail(prog) : 0;
 }
 
@@ -851,6 +966,8 @@ int main(int argc, char **argv) {
                       : !strcmp(a, "--html") ? &c.html : !strcmp(a, "--layer") ? &c.layer
                       : !strcmp(a, "--head") ? &c.head : !strcmp(a, "--output") ? &c.outputs
                       : !strcmp(a, "--tokenizer") ? &c.tokenizer
+                      : !strcmp(a, "--temperature") ? &c.temperature_text
+                      : !strcmp(a, "--top-p") ? &c.top_p_text
                       : NULL;
     uint64_t *num = !strcmp(a, "--steps") ? &c.steps : !strcmp(a, "--every") ? &c.every
                   : !strcmp(a, "--seed") ? &c.seed : !strcmp(a, "--log-every") ? &c.log_every
@@ -858,6 +975,7 @@ int main(int argc, char **argv) {
                   : !strcmp(a, "--show") ? &c.show : !strcmp(a, "--beam") ? &c.beam
                   : !strcmp(a, "--keep") ? &c.keep : !strcmp(a, "--shard-size") ? &c.shard_size
                   : !strcmp(a, "--vocab-size") ? &c.vocab_size
+                  : !strcmp(a, "--top-k") ? &c.top_k
                   : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf(usage, prog);
@@ -868,6 +986,10 @@ int main(int argc, char **argv) {
       c.profile = 1;
     } else if (!strcmp(a, "--scores")) {
       c.scores = 1;
+    } else if (!strcmp(a, "--recompute")) {
+      c.recompute = 1;
+    } else if (!strcmp(a, "--timing")) {
+      c.timing = 1;
     } else if (text || num) {
       if (!next) return cli_usage_error(prog, "%s needs a value", a);
       if (text) *text = next;
@@ -894,6 +1016,33 @@ int main(int argc, char **argv) {
       return cli_usage_error(prog, "--alpha needs a number >= 0, not '%s'", c.alpha_text);
   }
   if (c.beam > 1000) return cli_usage_error(prog, "%s", "--beam is at most 1000");
+  /* Sampling: a temperature in [0, 1000]; top-k from 1; top-p in (0, 1].
+   * --top-k or --top-p alone sample at temperature 1; nothing: greedy. */
+  c.top_p = 1;
+  if (c.temperature_text) {
+    char *end;
+    errno = 0;
+    c.temperature = strtod(c.temperature_text, &end);
+    if (errno || *end || !*c.temperature_text || !(c.temperature >= 0 && c.temperature <= 1000))
+      return cli_usage_error(prog, "--temperature needs a number from 0 (greedy) to 1000, not '%s'",
+                             c.temperature_text);
+  } else if (c.top_k || c.top_p_text) {
+    c.temperature = 1;
+  }
+  if (c.top_p_text) {
+    char *end;
+    errno = 0;
+    c.top_p = strtod(c.top_p_text, &end);
+    if (errno || *end || !*c.top_p_text || !(c.top_p > 0 && c.top_p <= 1))
+      return cli_usage_error(prog, "--top-p needs a probability in (0, 1], not '%s'", c.top_p_text);
+  }
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--top-k") && c.top_k == 0)
+      return cli_usage_error(prog, "%s", "--top-k needs a positive integer (1: greedy)");
+  if ((c.temperature_text || c.top_k || c.top_p_text || c.recompute || c.timing) &&
+      strcmp(c.command ? c.command : "", "generate"))
+    return cli_usage_error(prog, "%s", "--temperature, --top-k, --top-p, --recompute and --timing "
+                                       "are for generate");
   if (c.keep && !c.every) return cli_usage_error(prog, "%s", "--keep needs --every N");
   /* train starts from its own --save with --resume; a --load it ignored
    * would train from scratch without a word. */

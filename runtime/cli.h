@@ -18,6 +18,10 @@ typedef struct Cli {
   const char *text, *html;  /* attention --text T --html FILE */
   const char *layer, *head, *outputs; /* attention --layer L --head H --output A,B */
   const char *tokenizer;    /* --tokenizer FILE (tokenizer.h) */
+  const char *temperature_text, *top_p_text; /* generate --temperature T --top-p P */
+  double temperature, top_p; /* generate: 0 and 1 (greedy) unless given; see main */
+  uint64_t top_k;           /* generate --top-k K; 0: all */
+  int recompute, timing;    /* generate --recompute, --timing */
   uint64_t steps, every, keep, seed, log_every, threads, length, show;
   uint64_t beam;            /* 0: greedy decoding (no --beam) */
   uint64_t shard_size;      /* tokenize --shard-size N: tokens per shard (0: one file) */
