@@ -72,6 +72,8 @@ void cli_greedy_translate(Task *t, tfm_graph *g, tfm_pool *pool, int32_t *out, d
 /* attention: the page of the model's attention maps for one text. */
 int cli_attention(const char *prog, const Cli *c, tfm_pool *pool);
 
+/* generate: continue --prompt, greedily or sampled (generate_cmd.c). */
+int cli_generate(const char *prog, const Cli *c, tfm_pool *pool);
 /* tokenize: text to token shards (shard_cmd.c). */
 int cli_tokenize(const char *prog, const Cli *c);
 /* tokenizer train|encode (tokenizer_cmd.c). */

@@ -1,7 +1,10 @@
 /* The language's built-in names: tensor functions (each maps onto graph
  * primitives: see compiler/ir/ops.def), compile-time helpers, dtypes,
  * initialisers and optimizers. Each function checks its arguments and
- * computes the dtype and shape of its result. */
+ * computes the dtype and shape of its result. One file because the table,
+ * the dispatch and every built-in share the argument checkers (get_args,
+ * tensor_arg, ...) and the state the checker hands down (training,
+ * decoding). */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
