@@ -1,5 +1,5 @@
-/* tfmc build: a .tfm file to a binary. The model's three graphs (init,
- * train, forward) are lowered, optimised, planned, compiled through LLVM
+/* tfmc build: a .tfm file to a binary. The model's graphs (init, train,
+ * forward, and inspect and decode when it has them) are lowered, optimised, planned, compiled through LLVM
  * into objects with their descriptions, and linked with the runtime. */
 #define _POSIX_C_SOURCE 200809L
 #include "build.h"
@@ -257,6 +257,21 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
       return 1;
     }
   }
+  /* The decode-step graph of a language model (tokens/targets) whose
+   * program keeps key/value caches when `decoding` (std mha does): the
+   * binary's generate runs it once per token. */
+  Graph *decode = NULL;
+  if (lower_decodes(m)) {
+    CheckedModel *dm;
+    decode = lower_decode_model(&fo, &dm);
+    if (!decode && diag_error_count()) {
+      graph_free(forward);
+      graph_free(train);
+      graph_free(init);
+      graph_free(inspect);
+      return 1;
+    }
+  }
 
   /* One graph for each pretrained block: another tool's checkpoint in, the
    * params it sets out (the binary's --init). */
@@ -272,8 +287,11 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
       graph_free(train);
       graph_free(grad);
       graph_free(apply);
+      graph_free(norm);
+      for (int k = 0; k < num_apply_param; k++) graph_free(apply_param[k]);
       graph_free(init);
       graph_free(inspect);
+      graph_free(decode);
       return 1;
     }
   }
@@ -285,7 +303,7 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     diag_error_noloc("cannot make a temporary folder for the objects in %s", tmp && *tmp ? tmp : "/tmp");
     return 1;
   }
-  int num_graphs = 7 + num_pretrained + num_apply_param, first_apply_param = 7 + num_pretrained;
+  int num_graphs = 8 + num_pretrained + num_apply_param, first_apply_param = 8 + num_pretrained;
   Compiled *graphs = pool_alloc(sizeof(Compiled) * (size_t)num_graphs);
   memset(graphs, 0, sizeof(Compiled) * (size_t)num_graphs);
   graphs[0] = (Compiled){.prefix = "tfm_init", .name = "init", .lowered = init};
@@ -295,6 +313,7 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   graphs[4] = (Compiled){.prefix = "tfm_train_grad", .name = "train_grad", .lowered = grad};
   graphs[5] = (Compiled){.prefix = "tfm_train_apply", .name = "train_apply", .lowered = apply};
   graphs[6] = (Compiled){.prefix = "tfm_train_norm", .name = "train_norm", .lowered = norm};
+  graphs[7] = (Compiled){.prefix = "tfm_decode", .name = "decode", .lowered = decode};
   const char **apply_param_prefixes = pool_alloc(sizeof(char *) * (size_t)(num_apply_param + 1));
   for (int i = 0; i < num_apply_param; i++) {
     apply_param_prefixes[i] = pool_printf("tfm_train_apply_%d", i);
@@ -312,7 +331,7 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     pretrained_prefixes[i] = pool_printf("tfm_pretrained_%d", i);
     num_ignored[i] = p->ignored.len;
     ignored[i] = (const char *const *)p->ignored.items;
-    graphs[7 + i] = (Compiled){.prefix = pretrained_prefixes[i],
+    graphs[8 + i] = (Compiled){.prefix = pretrained_prefixes[i],
                                .name = pool_printf("pretrained %s", p->name),
                                .lowered = pretrained[i]};
   }
@@ -330,7 +349,8 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
                         inspect ? "tfm_inspect" : NULL, grad ? "tfm_train_grad" : NULL,
                         apply ? "tfm_train_apply" : NULL, b->cuda, num_pretrained,
                         pretrained_names, pretrained_prefixes, num_ignored, ignored,
-                        norm ? "tfm_train_norm" : NULL, num_apply_param, apply_param_prefixes};
+                        norm ? "tfm_train_norm" : NULL, num_apply_param, apply_param_prefixes,
+                        decode ? "tfm_decode" : NULL};
   graphs[2].model = &d;
   for (int i = 0; i < num_graphs; i++) {
     graphs[i].options = b;
@@ -345,7 +365,8 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   side[ns++] = &graphs[2];
   if (inspect) side[ns++] = &graphs[3];
   if (grad) side[ns++] = &graphs[4];
-  for (int i = 0; i < num_pretrained; i++) side[ns++] = &graphs[7 + i];
+  for (int i = 0; i < num_pretrained; i++) side[ns++] = &graphs[8 + i];
+  if (decode) side[ns++] = &graphs[7];
   if (norm) side[ns++] = &graphs[6];
   /* the per-param updates, small, on the side thread until it has as many
    * graphs as this one's share */

@@ -48,6 +48,9 @@ static const char usage_text[] =
     "                  of the forward one\n"
     "  --pretrained NAME  emit graph|dot: the graph of the model's 'pretrained NAME'\n"
     "                  block (inputs: the checkpoint's tensors; outputs: the params)\n"
+    "  --decode        emit graph|dot|kernels|llvm|asm|ptx: the decode-step graph of a\n"
+    "                  language model (one new token per row at input pos, key/value\n"
+    "                  caches as state; docs/language.md, \"Decoding\")\n"
     "  --no-opt        emit graph|dot|kernels|llvm|asm|ptx: the graph as lowered, before\n"
     "                  folding, simplification, CSE and dead-code elimination\n"
     "  --layers        emit dot: a box per layer instance (encoder.3.attn), nested\n"
@@ -267,7 +270,7 @@ static bool valued_option(const char *a, const char *name, int argc, char **argv
 int main(int argc, char **argv) {
   FrontOptions opt = {.training = 1};
   const char *command = NULL, *what = NULL;
-  int train = 0, optimize = 1, dtype_given = 0;
+  int train = 0, decode = 0, optimize = 1, dtype_given = 0;
   BuildOptions build = {.cpu = "native"};
   EmitDotOptions dot = {0};
   const char *pretrained = NULL;
@@ -283,6 +286,8 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(a, "--train")) {
       train = 1;
+    } else if (!strcmp(a, "--decode")) {
+      decode = 1;
     } else if (!strcmp(a, "--no-opt")) {
       optimize = 0;
     } else if (valued_option(a, "--pretrained", argc, argv, &i, &v)) {
@@ -372,8 +377,10 @@ int main(int argc, char **argv) {
     return usage_error("emit: unknown form '%s' (forms: ast, graph, dot, kernels, llvm, asm, ptx)",
                        what ? what : "");
   int graph_form = !strcmp(command, "emit") && strcmp(what, "ast");
-  if ((train || !optimize) && !graph_form)
-    return usage_error("%s", "--train and --no-opt go with emit graph, dot, kernels, llvm, asm or ptx");
+  if ((train || decode || !optimize) && !graph_form)
+    return usage_error("%s", "--train, --decode and --no-opt go with emit graph, dot, kernels, llvm, "
+                             "asm or ptx");
+  if (train && decode) return usage_error("%s", "--train and --decode name different graphs");
   if (dtype_given && strcmp(command, "build") && strcmp(command, "stats") && !graph_form)
     return usage_error("%s", "--dtype goes with build, stats and emit graph, dot, kernels, llvm, "
                              "asm or ptx");
@@ -410,7 +417,13 @@ int main(int argc, char **argv) {
   Graph *g = NULL;
   if (graph_form) {
     opt.training = 0; /* the forward graph: dropout is the identity */
-    g = pretrained ? lower_pretrained_graph(&opt, pretrained, &m) : lower_model(&opt, train, &m);
+    g = pretrained ? lower_pretrained_graph(&opt, pretrained, &m)
+        : decode   ? lower_decode_model(&opt, &m)
+                   : lower_model(&opt, train, &m);
+    if (!g && decode && m && !diag_error_count())
+      diag_error_noloc("model %s has no decode-step graph: it needs inputs tokens and targets "
+                       "only, an output logits, and attention that keeps a key/value cache "
+                       "(kv_cache, as std mha does)", m->name);
     if (g && optimize) g = optimize_graph(g);
     if (!g) m = NULL;
   }

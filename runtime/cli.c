@@ -36,7 +36,8 @@ static const char usage[] =
     "            for translation, exact match and corpus BLEU of the translations\n"
     "  translate translate the sources of the pairs in --test (or --data)\n"
     "  generate  continue --prompt by --length characters, or tokens of --tokenizer\n"
-    "            FILE (language models, greedy)\n"
+    "            FILE (language models; greedy, or sampled with --temperature, --top-k,\n"
+    "            --top-p, --seed), one step of the decode graph per token\n"
     "  average   --out FILE CKPT...: the element-wise mean of the parameters of the\n"
     "            checkpoints (same model), written as a checkpoint (state, metadata and\n"
     "            vocabulary of the last one, or the vocabulary of --vocab)\n"
@@ -85,7 +86,8 @@ static const char usage[] =
     "                     --load; params the block does not set keep their initial values\n"
     "  --pretrained NAME  with --init: which pretrained block (default: the only one)\n"
     "  --vocab FILE       vocabulary (default: CHECKPOINT.vocab, written when training)\n"
-    "  --seed N           initialisation and data order (default 1)\n"
+    "  --seed N           initialisation and data order; generate: the sampling draws\n"
+    "                     (default 1)\n"
     "  --threads N        worker threads (default: TFM_THREADS or every CPU)\n"
     "  --log-every N      progress line every N steps (default 50)\n"
     "  --metrics FILE     train: also write FILE.jsonl, one JSON line per progress line\n"
@@ -127,7 +129,15 @@ static const char usage[] =
     "  --head H           attention: the head it opens on, from 0, or 'mean' (default)\n"
     "  --prompt TEXT      generate: the text to continue\n"
     "  --length N         generate: characters, or tokens with --tokenizer, to add\n"
-    "                     (default 200)\n"
+    "                     (default 200)\n"    "  --temperature T    generate: sample from softmax(logits / T); 0 is greedy (the\n"
+    "                     default, or 1 when --top-k or --top-p is given)\n"
+    "  --top-k K          generate: sample among the K most likely tokens (1: greedy)\n"
+    "  --top-p P          generate: then among the fewest most likely tokens whose\n"
+    "                     probability reaches P, in (0, 1] (nucleus sampling)\n"
+    "                     (--seed N: the draws; the same seed, the same text)\n"
+    "  --recompute        generate: run the forward graph on the whole window for\n"
+    "                     every token instead of the decode graph's key/value cache\n"
+    "  --timing           generate: print to stderr the time per new token\n"
     "  -h, --help         this help\n";
 
 int cli_usage_error(const char *prog, const char *fmt, const char *arg) {
@@ -753,98 +763,6 @@ static int cmd_eval_or_translate(const char *prog, const Cli *c, tfm_pool *pool)
   return status ? cli_fail(prog) : 0;
 }
 
-/* The window of the last W ids: an id pushed to a full window drops the oldest. */
-typedef struct Context {
-  int32_t *ids;
-  size_t have, window;
-} Context;
-
-static void context_push(Context *x, int32_t id) {
-  if (x->have == x->window) memmove(x->ids, x->ids + 1, sizeof(int32_t) * (x->window - 1)), x->have--;
-  x->ids[x->have++] = id;
-}
-
-/* The greedy next id after the context (the model's tokens, logits), among
- * the first `classes` ids. */
-static int32_t greedy_next(Task *t, tfm_graph *fwd, tfm_pool *pool, const Context *x,
-                           int64_t classes) {
-  int32_t *tokens = tfm_graph_buffer(fwd, "tokens", TFM_ROLE_INPUT, NULL);
-  const float *logits = tfm_graph_buffer(fwd, "logits", TFM_ROLE_OUTPUT, NULL);
-  memset(tokens, 0, sizeof(int32_t) * t->rows * x->window);
-  memcpy(tokens, x->ids, sizeof(int32_t) * x->have);
-  tfm_graph_run(fwd, pool);
-  size_t last = x->have ? x->have - 1 : 0;
-  return argmax_row(logits + last * (size_t)t->model_vocab, classes);
-}
-
-/* Characters: each id's bytes as it comes. */
-static int generate_characters(Task *t, tfm_graph *fwd, tfm_pool *pool, Context *x) {
-  const char *prompt = t->cli->prompt ? t->cli->prompt : "";
-  for (const char *p = prompt; *p; p++) {
-    int32_t id = tfm_vocab_find(&t->vocab, p, 1);
-    context_push(x, id < 0 ? TFM_UNK : id);
-  }
-  fputs(prompt, stdout);
-  for (uint64_t n = 0; n < t->cli->length; n++) {
-    int32_t id = greedy_next(t, fwd, pool, x, t->model_vocab);
-    if (id >= (int32_t)t->vocab.count) id = TFM_UNK;
-    fwrite(t->vocab.tokens[id], 1, t->vocab.lengths[id], stdout);
-    context_push(x, id);
-  }
-  fputc('\n', stdout);
-  return TFM_OK;
-}
-
-/* --tokenizer FILE: the prompt's ids, then --length new ones, printed as
- * the tokenizer decodes the whole sequence (a piece can be half a
- * character, or join its neighbour). */
-static int generate_tokens(Task *t, tfm_graph *fwd, tfm_pool *pool, Context *x) {
-  const Cli *c = t->cli;
-  tfm_tokenizer *tok;
-  if (tfm_tokenizer_load(c->tokenizer, &tok)) return TFM_FAILED;
-  tfm_tokenizer_ids ids = {0};
-  const char *prompt = c->prompt ? c->prompt : "";
-  int status = tfm_tokenizer_encode(tok, prompt, strlen(prompt), &ids);
-  size_t size = tfm_tokenizer_vocab_size(tok);
-  if (!status && (int64_t)size > t->model_vocab)
-    status = tfm_fail("%s: the tokenizer has %zu tokens but model %s's vocabulary is %" PRId64,
-                      c->tokenizer, size, tfm_model.name, t->model_vocab);
-  for (size_t i = 0; !status && i < ids.count; i++) context_push(x, ids.ids[i]);
-  for (uint64_t n = 0; !status && n < c->length; n++) {
-    int32_t id = greedy_next(t, fwd, pool, x, (int64_t)size); /* the tokenizer's ids only */
-    context_push(x, id);
-    status = tfm_tokenizer_ids_push(&ids, id);
-  }
-  char *text = NULL;
-  size_t length = 0;
-  if (!status) status = tfm_tokenizer_decode(tok, ids.ids, ids.count, &text, &length);
-  if (!status) fwrite(text, 1, length, stdout), fputc('\n', stdout);
-  free(text);
-  tfm_tokenizer_ids_free(&ids);
-  tfm_tokenizer_free(tok);
-  return status;
-}
-
-static int cmd_generate(const char *prog, const Cli *c, tfm_pool *pool) {
-  Task t = {.cli = c, .pool = pool, .sharded = c->tokenizer != NULL}; /* a tokenizer's ids need no vocabulary */
-  tfm_graph fwd;
-  int status = cli_open_trained(prog, c, &t, tfm_model.forward, &fwd);
-  if (status) return status;
-  if (t.translation) return tfm_fail("generate is for language models; use translate"), cli_fail(prog);
-  /* A fixed number of tokens and no <eos>: generation stays greedy. */
-  if (c->beam || c->dump)
-    return tfm_fail("generate decodes greedily; --beam and --dump are for translate and eval"),
-           cli_fail(prog);
-  Context x = {.ids = calloc(t.window, sizeof(int32_t)), .window = t.window};
-  status = !x.ids                ? tfm_fail("out of memory")
-           : c->tokenizer        ? generate_tokens(&t, &fwd, pool, &x)
-                                 : generate_characters(&t, &fwd, pool, &x);
-  free(x.ids);
-  tfm_vocab_free(&t.vocab);
-  tfm_graph_close(&fwd);
-  return status ? cli_fail(prog) : 0;
-}
-
 /* average: the mean of the checkpoints' parameters as a new checkpoint. */
 static int cmd_average(const char *prog, const Cli *c) {
   if (!c->out) return cli_usage_error(prog, "%s", "average needs --out FILE");
@@ -916,6 +834,8 @@ int main(int argc, char **argv) {
                       : !strcmp(a, "--tokenizer") ? &c.tokenizer
                       : !strcmp(a, "--init") ? &c.init : !strcmp(a, "--pretrained") ? &c.pretrained
                       : !strcmp(a, "--inputs") ? &c.inputs
+                      : !strcmp(a, "--temperature") ? &c.temperature_text
+                      : !strcmp(a, "--top-p") ? &c.top_p_text
                       : NULL;
     uint64_t *num = !strcmp(a, "--steps") ? &c.steps : !strcmp(a, "--every") ? &c.every
                   : !strcmp(a, "--seed") ? &c.seed : !strcmp(a, "--log-every") ? &c.log_every
@@ -923,6 +843,7 @@ int main(int argc, char **argv) {
                   : !strcmp(a, "--show") ? &c.show : !strcmp(a, "--beam") ? &c.beam
                   : !strcmp(a, "--keep") ? &c.keep : !strcmp(a, "--shard-size") ? &c.shard_size
                   : !strcmp(a, "--vocab-size") ? &c.vocab_size : !strcmp(a, "--zero") ? &c.zero
+                  : !strcmp(a, "--top-k") ? &c.top_k
                   : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       printf(usage, prog);
@@ -933,6 +854,10 @@ int main(int argc, char **argv) {
       c.profile = 1;
     } else if (!strcmp(a, "--scores")) {
       c.scores = 1;
+    } else if (!strcmp(a, "--recompute")) {
+      c.recompute = 1;
+    } else if (!strcmp(a, "--timing")) {
+      c.timing = 1;
     } else if (text || num) {
       if (!next) return cli_usage_error(prog, "%s needs a value", a);
       if (text) *text = next;
@@ -962,6 +887,33 @@ int main(int argc, char **argv) {
   if (c.zero > 1)
     return cli_usage_error(prog, "%s", "--zero takes 0 or 1 (optimizer-state sharding; stages 2 "
                                        "and 3 are not implemented)");
+  /* Sampling: a temperature in [0, 1000]; top-k from 1; top-p in (0, 1].
+   * --top-k or --top-p alone sample at temperature 1; nothing: greedy. */
+  c.top_p = 1;
+  if (c.temperature_text) {
+    char *end;
+    errno = 0;
+    c.temperature = strtod(c.temperature_text, &end);
+    if (errno || *end || !*c.temperature_text || !(c.temperature >= 0 && c.temperature <= 1000))
+      return cli_usage_error(prog, "--temperature needs a number from 0 (greedy) to 1000, not '%s'",
+                             c.temperature_text);
+  } else if (c.top_k || c.top_p_text) {
+    c.temperature = 1;
+  }
+  if (c.top_p_text) {
+    char *end;
+    errno = 0;
+    c.top_p = strtod(c.top_p_text, &end);
+    if (errno || *end || !*c.top_p_text || !(c.top_p > 0 && c.top_p <= 1))
+      return cli_usage_error(prog, "--top-p needs a probability in (0, 1], not '%s'", c.top_p_text);
+  }
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--top-k") && c.top_k == 0)
+      return cli_usage_error(prog, "%s", "--top-k needs a positive integer (1: greedy)");
+  if ((c.temperature_text || c.top_k || c.top_p_text || c.recompute || c.timing) &&
+      strcmp(c.command ? c.command : "", "generate"))
+    return cli_usage_error(prog, "%s", "--temperature, --top-k, --top-p, --recompute and --timing "
+                                       "are for generate");
   if (c.keep && !c.every) return cli_usage_error(prog, "%s", "--keep needs --every N");
   /* train starts from its own --save with --resume; a --load it ignored
    * would train from scratch without a word. */
@@ -984,7 +936,7 @@ int main(int argc, char **argv) {
     status = tfm_dist_init() ? cli_fail(prog) : cmd_train(prog, &c, pool);
   else if (!strcmp(c.command, "eval") || !strcmp(c.command, "translate"))
     status = cmd_eval_or_translate(prog, &c, pool);
-  else if (!strcmp(c.command, "generate")) status = cmd_generate(prog, &c, pool);
+  else if (!strcmp(c.command, "generate")) status = cli_generate(prog, &c, pool);
   else if (!strcmp(c.command, "attention")) status = cli_attention(prog, &c, pool);
   else if (!strcmp(c.command, "forward")) status = cli_forward(prog, &c, pool);
   else status = cli_usage_error(prog, "unknown command '%s' (train, eval, translate, generate, "

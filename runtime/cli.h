@@ -21,6 +21,10 @@ typedef struct Cli {
   const char *init;         /* --init FILE: another tool's checkpoint (pretrained.h) */
   const char *pretrained;   /* --pretrained NAME: the block that reads it */
   const char *inputs;       /* forward --inputs IN.safetensors */
+  const char *temperature_text, *top_p_text; /* generate --temperature T --top-p P */
+  double temperature, top_p; /* generate: 0 and 1 (greedy) unless given; see main */
+  uint64_t top_k;           /* generate --top-k K; 0: all */
+  int recompute, timing;    /* generate --recompute, --timing */
   uint64_t steps, every, keep, seed, log_every, threads, length, show;
   uint64_t beam;            /* 0: greedy decoding (no --beam) */
   uint64_t zero;            /* train --zero 1 under mpirun: optimizer-state sharding (ZeRO-1) */
@@ -74,6 +78,8 @@ void cli_greedy_translate(Task *t, tfm_graph *g, tfm_pool *pool, int32_t *out, d
 /* attention: the page of the model's attention maps for one text. */
 int cli_attention(const char *prog, const Cli *c, tfm_pool *pool);
 
+/* generate: continue --prompt, greedily or sampled (generate_cmd.c). */
+int cli_generate(const char *prog, const Cli *c, tfm_pool *pool);
 /* tokenize: text to token shards (shard_cmd.c). */
 int cli_tokenize(const char *prog, const Cli *c);
 /* forward: the forward graph on inputs from a file, its outputs to a file

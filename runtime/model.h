@@ -1,7 +1,8 @@
 /* The contract between a compiled model and the runtime.
  *
- * tfmc compiles up to four graphs of a model (init, train, forward, inspect),
- * and one for each of its pretrained blocks; for
+ * tfmc compiles up to five graphs of a model (init, train, forward, inspect,
+ * decode), and one for each of its pretrained blocks (and, with
+ * --data-parallel, the training step in parts); for
  * each, the generated object defines its kernels, its entry points and a
  * tfm_graph_desc that names every buffer the runtime touches. The object
  * also defines `tfm_model`, the tfm_model_info tying them together. The
@@ -45,7 +46,7 @@ typedef void (*tfm_run_fn)(uint8_t *persistent, uint8_t *scratch, tfm_pool *pool
 typedef void (*tfm_update_fn)(uint8_t *persistent, uint8_t *scratch);
 
 typedef struct tfm_graph_desc {
-  const char *name;    /* "init", "train", "forward" or "inspect" */
+  const char *name;    /* "init", "train", "forward", "inspect" or "decode" */
   int64_t persistent_bytes, scratch_bytes;
   int32_t num_buffers;
   const tfm_buffer_desc *buffers;
@@ -94,6 +95,9 @@ typedef struct tfm_model_info {
   const tfm_graph_desc *train_norm;
   int32_t num_train_apply_param;
   const tfm_graph_desc *const *train_apply_param;
+  const tfm_graph_desc *decode;   /* one token per batch row: inputs tokens [B, 1] and
+                                     pos [B], the key/value caches as states, output
+                                     logits [B, 1, V]; NULL when the model has none */
 } tfm_model_info;
 
 /* --- a graph instance: its arena and buffers ------------------------------- */

@@ -1,7 +1,8 @@
 /* The language's built-in names: tensor functions (each maps onto graph
  * primitives: see compiler/ir/ops.def), compile-time helpers, dtypes,
  * initialisers and optimizers. Each function checks its arguments and
- * computes the dtype and shape of its result. */
+ * computes the dtype and shape of its result. The argument checkers are
+ * shared with builtins_source.c and builtins_decode.c (builtins_internal.h). */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -17,8 +18,7 @@ static int training_value = 1;
 
 void builtins_set_training(int training) { training_value = training; }
 
-/* A tensor result and its graph node (GRAPH_NONE when only checking). */
-static Value *lowered(const TensorType *t, int32_t node) {
+Value *builtin_lowered(const TensorType *t, int32_t node) {
   Value *v = tensor_value(t);
   v->node = node;
   return v;
@@ -89,7 +89,7 @@ int builtin_get_args(const Node *call, const char *fname, const char *params, Ar
   return 1;
 }
 
-static const Value *tensor_arg(const Arg *a, const char *fname, const char *what) {
+const Value *builtin_tensor_arg(const Arg *a, const char *fname, const char *what) {
   if (a->value->kind != V_TENSOR) {
     diag_error(a->node->span, "%s: %s must be a tensor, got %s", fname, what,
                value_kind_name(a->value));
@@ -212,14 +212,14 @@ static Value *fn_unary(const char *name, const Node *call, Arg *args, int nargs)
     if (!strcmp(name, "abs") && x->kind == V_INT) return value_int(x->i < 0 ? -x->i : x->i, NULL);
     return value_float(r);
   }
-  const Value *t = tensor_arg(a[0], name, "its argument");
+  const Value *t = builtin_tensor_arg(a[0], name, "its argument");
   if (!t) return value_error();
   if (!dtype_is_float(t->t.dtype) && !any_dtype) {
     diag_error(a[0]->node->span, "%s needs a float tensor, got %s; use cast(x, f32)", name,
                tensor_type_str(&t->t));
     return value_error();
   }
-  return lowered(&t->t, lower_unary(name, t));
+  return builtin_lowered(&t->t, lower_unary(name, t));
 }
 
 /* max(a, b) / min(a, b) elementwise; max(x, axis=...) / min(...) reduce. */
@@ -250,7 +250,7 @@ static Value *fn_maxmin(const char *name, const Node *call, Arg *args, int nargs
 static Value *fn_select(const Node *call, Arg *args, int nargs) {
   Arg *a[3];
   if (!builtin_get_args(call, "select", "cond a b", args, nargs, a)) return value_error();
-  const Value *c = tensor_arg(a[0], "select", "the condition");
+  const Value *c = builtin_tensor_arg(a[0], "select", "the condition");
   if (!c) return value_error();
   Value *ab;
   if (a[1]->value->kind != V_TENSOR && a[2]->value->kind != V_TENSOR) {
@@ -272,7 +272,7 @@ static Value *fn_select(const Node *call, Arg *args, int nargs) {
                tensor_type_str(&c->t), tensor_type_str(&ab->t));
     return value_error();
   }
-  return lowered(&out, lower_select(c, a[1]->value, a[2]->value, &out));
+  return builtin_lowered(&out, lower_select(c, a[1]->value, a[2]->value, &out));
 }
 
 static Value *fn_cast(const Node *call, Arg *args, int nargs) {
@@ -280,11 +280,11 @@ static Value *fn_cast(const Node *call, Arg *args, int nargs) {
   DType dt;
   if (!builtin_get_args(call, "cast", "x dtype", args, nargs, a) || !builtin_dtype_arg(a[1], "cast", &dt))
     return value_error();
-  const Value *x = tensor_arg(a[0], "cast", "x");
+  const Value *x = builtin_tensor_arg(a[0], "cast", "x");
   if (!x) return value_error();
   TensorType t = x->t;
   t.dtype = dt;
-  return lowered(&t, lower_cast(x, dt));
+  return builtin_lowered(&t, lower_cast(x, dt));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -293,7 +293,7 @@ static Value *fn_cast(const Node *call, Arg *args, int nargs) {
 static Value *reduce(const char *name, const Node *call, Arg *args, int nargs) {
   Arg *a[3];
   if (!builtin_get_args(call, name, "x ?axis ?keepdims", args, nargs, a)) return value_error();
-  const Value *x = tensor_arg(a[0], name, "x");
+  const Value *x = builtin_tensor_arg(a[0], name, "x");
   if (!x) return value_error();
   if (!a[1]) {
     diag_error(call->span, "%s needs an explicit axis (axis = -1, or a list such as axis = [0, 1]); "
@@ -319,7 +319,7 @@ static Value *reduce(const char *name, const Node *call, Arg *args, int nargs) {
       t.origin[t.rank++] = x->t.origin[i];
     }
   }
-  return lowered(&t, lower_reduce(name, x, mask, &t));
+  return builtin_lowered(&t, lower_reduce(name, x, mask, &t));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -331,7 +331,7 @@ static Value *fn_reshape(const Node *call, Arg *args, int nargs) {
   const Origin *org[MAX_RANK];
   int n;
   if (!builtin_get_args(call, "reshape", "x shape", args, nargs, a)) return value_error();
-  const Value *x = tensor_arg(a[0], "reshape", "x");
+  const Value *x = builtin_tensor_arg(a[0], "reshape", "x");
   if (!x || !int_list_arg(a[1], "reshape", "the shape", dims, org, &n)) return value_error();
   int64_t known = 1, total = tensor_numel(&x->t);
   int infer = -1, overflow = 0;
@@ -366,7 +366,7 @@ static Value *fn_reshape(const Node *call, Arg *args, int nargs) {
   TensorType t = {.dtype = x->t.dtype, .rank = n};
   memcpy(t.dims, dims, sizeof(int64_t) * (size_t)n);
   memcpy(t.origin, org, sizeof(Origin *) * (size_t)n);
-  return lowered(&t, lower_reshape(x, &t));
+  return builtin_lowered(&t, lower_reshape(x, &t));
 }
 
 static Value *permuted(const Value *x, const int64_t *perm) {
@@ -375,7 +375,7 @@ static Value *permuted(const Value *x, const int64_t *perm) {
     t.dims[i] = x->t.dims[perm[i]];
     t.origin[i] = x->t.origin[perm[i]];
   }
-  return lowered(&t, lower_permute(x, perm));
+  return builtin_lowered(&t, lower_permute(x, perm));
 }
 
 static Value *fn_permute(const Node *call, Arg *args, int nargs) {
@@ -383,7 +383,7 @@ static Value *fn_permute(const Node *call, Arg *args, int nargs) {
   int64_t perm[MAX_RANK];
   int n;
   if (!builtin_get_args(call, "permute", "x axes", args, nargs, a)) return value_error();
-  const Value *x = tensor_arg(a[0], "permute", "x");
+  const Value *x = builtin_tensor_arg(a[0], "permute", "x");
   if (!x || !int_list_arg(a[1], "permute", "the axes", perm, NULL, &n)) return value_error();
   if (n != x->t.rank) {
     diag_error(a[1]->node->span, "permute: %s has rank %d, but %d axes are given", expr_text(a[0]->node),
@@ -408,7 +408,7 @@ static Value *fn_permute(const Node *call, Arg *args, int nargs) {
 static Value *fn_transpose(const Node *call, Arg *args, int nargs) {
   Arg *a[3];
   if (!builtin_get_args(call, "transpose", "x ?a ?b", args, nargs, a)) return value_error();
-  const Value *x = tensor_arg(a[0], "transpose", "x");
+  const Value *x = builtin_tensor_arg(a[0], "transpose", "x");
   if (!x) return value_error();
   if (x->t.rank < 2) {
     diag_error(call->span, "transpose needs a tensor of rank 2 or more, got %s", tensor_type_str(&x->t));
@@ -433,7 +433,7 @@ static Value *fn_broadcast(const Node *call, Arg *args, int nargs) {
   const Origin *org[MAX_RANK];
   int n;
   if (!builtin_get_args(call, "broadcast", "x shape", args, nargs, a)) return value_error();
-  const Value *x = tensor_arg(a[0], "broadcast", "x");
+  const Value *x = builtin_tensor_arg(a[0], "broadcast", "x");
   if (!x || !int_list_arg(a[1], "broadcast", "the shape", dims, org, &n)) return value_error();
   TensorType want = {.dtype = x->t.dtype, .rank = n}, out;
   for (int i = 0; i < n; i++) {
@@ -448,7 +448,7 @@ static Value *fn_broadcast(const Node *call, Arg *args, int nargs) {
                "or 1, aligned from the right)", tensor_type_str(&x->t), expr_text(a[1]->node));
     return value_error();
   }
-  return lowered(&want, lower_broadcast(x, &want));
+  return builtin_lowered(&want, lower_broadcast(x, &want));
 }
 
 static Value *fn_expand(const Node *call, Arg *args, int nargs) {
@@ -456,7 +456,7 @@ static Value *fn_expand(const Node *call, Arg *args, int nargs) {
   int64_t axis;
   if (!builtin_get_args(call, "expand", "x axis", args, nargs, a) || !int_arg(a[1], "expand", "axis", &axis))
     return value_error();
-  const Value *x = tensor_arg(a[0], "expand", "x");
+  const Value *x = builtin_tensor_arg(a[0], "expand", "x");
   if (!x) return value_error();
   if (x->t.rank >= MAX_RANK) {
     diag_error(call->span, "expand: the result would have more than %d dimensions", MAX_RANK);
@@ -472,7 +472,7 @@ static Value *fn_expand(const Node *call, Arg *args, int nargs) {
   t.dims[ax] = 1;
   t.origin[ax] = NULL;
   t.rank++;
-  return lowered(&t, lower_reshape(x, &t));
+  return builtin_lowered(&t, lower_reshape(x, &t));
 }
 
 static Value *fn_squeeze(const Node *call, Arg *args, int nargs) {
@@ -480,7 +480,7 @@ static Value *fn_squeeze(const Node *call, Arg *args, int nargs) {
   int64_t axis;
   if (!builtin_get_args(call, "squeeze", "x axis", args, nargs, a) || !int_arg(a[1], "squeeze", "axis", &axis))
     return value_error();
-  const Value *x = tensor_arg(a[0], "squeeze", "x");
+  const Value *x = builtin_tensor_arg(a[0], "squeeze", "x");
   if (!x) return value_error();
   int ax = norm_axis(axis, x->t.rank, a[1]->node, "squeeze");
   if (ax < 0) return value_error();
@@ -495,14 +495,14 @@ static Value *fn_squeeze(const Node *call, Arg *args, int nargs) {
     t.origin[i] = t.origin[i + 1];
   }
   t.rank--;
-  return lowered(&t, lower_reshape(x, &t));
+  return builtin_lowered(&t, lower_reshape(x, &t));
 }
 
 static Value *fn_slice(const Node *call, Arg *args, int nargs) {
   Arg *a[4];
   int64_t axis, start, end;
   if (!builtin_get_args(call, "slice", "x axis start end", args, nargs, a)) return value_error();
-  const Value *x = tensor_arg(a[0], "slice", "x");
+  const Value *x = builtin_tensor_arg(a[0], "slice", "x");
   if (!x || !int_arg(a[1], "slice", "axis", &axis) || !int_arg(a[2], "slice", "start", &start) ||
       !int_arg(a[3], "slice", "end", &end))
     return value_error();
@@ -519,7 +519,7 @@ static Value *fn_slice(const Node *call, Arg *args, int nargs) {
   TensorType t = x->t;
   t.dims[ax] = e - s;
   t.origin[ax] = NULL;
-  return lowered(&t, lower_slice(x, ax, s, e));
+  return builtin_lowered(&t, lower_slice(x, ax, s, e));
 }
 
 static Value *fn_concat(const Node *call, Arg *args, int nargs) {
@@ -554,7 +554,7 @@ static Value *fn_concat(const Node *call, Arg *args, int nargs) {
     t.dims[ax] += x->t.dims[ax];
   }
   if (!check_numel(&t, call)) return value_error();
-  return lowered(&t, lower_concat(xs, ax));
+  return builtin_lowered(&t, lower_concat(xs, ax));
 }
 
 static Value *fn_pad(const Node *call, Arg *args, int nargs) {
@@ -562,7 +562,7 @@ static Value *fn_pad(const Node *call, Arg *args, int nargs) {
   int64_t axis, before, after;
   double value = 0;
   if (!builtin_get_args(call, "pad", "x axis before after ?value", args, nargs, a)) return value_error();
-  const Value *x = tensor_arg(a[0], "pad", "x");
+  const Value *x = builtin_tensor_arg(a[0], "pad", "x");
   if (!x || !int_arg(a[1], "pad", "axis", &axis) || !int_arg(a[2], "pad", "before", &before) ||
       !int_arg(a[3], "pad", "after", &after) || (a[4] && !number_arg(a[4], "pad", "value", &value)))
     return value_error();
@@ -576,14 +576,14 @@ static Value *fn_pad(const Node *call, Arg *args, int nargs) {
   t.dims[ax] += before + after;
   t.origin[ax] = NULL;
   if (!check_numel(&t, call)) return value_error();
-  return lowered(&t, lower_pad(x, ax, before, after, value));
+  return builtin_lowered(&t, lower_pad(x, ax, before, after, value));
 }
 
 static Value *fn_gather(const Node *call, Arg *args, int nargs) {
   Arg *a[2];
   if (!builtin_get_args(call, "gather", "table indices", args, nargs, a)) return value_error();
-  const Value *tab = tensor_arg(a[0], "gather", "the table");
-  const Value *idx = tensor_arg(a[1], "gather", "the indices");
+  const Value *tab = builtin_tensor_arg(a[0], "gather", "the table");
+  const Value *idx = builtin_tensor_arg(a[1], "gather", "the indices");
   if (!tab || !idx) return value_error();
   if (idx->t.dtype != DT_I32) {
     diag_error(a[1]->node->span, "gather: the indices must be i32, got %s", tensor_type_str(&idx->t));
@@ -603,7 +603,7 @@ static Value *fn_gather(const Node *call, Arg *args, int nargs) {
     t.dims[t.rank] = tab->t.dims[i];
     t.origin[t.rank++] = tab->t.origin[i];
   }
-  return lowered(&t, lower_gather(tab, idx, &t));
+  return builtin_lowered(&t, lower_gather(tab, idx, &t));
 }
 
 static Value *fn_one_hot(const Node *call, Arg *args, int nargs) {
@@ -613,7 +613,7 @@ static Value *fn_one_hot(const Node *call, Arg *args, int nargs) {
   if (!builtin_get_args(call, "one_hot", "indices n ?dtype", args, nargs, a) ||
       !int_arg(a[1], "one_hot", "n", &n) || (a[2] && !builtin_dtype_arg(a[2], "one_hot", &dt)))
     return value_error();
-  const Value *idx = tensor_arg(a[0], "one_hot", "the indices");
+  const Value *idx = builtin_tensor_arg(a[0], "one_hot", "the indices");
   if (!idx || !check_dim(n, a[1]->node)) return value_error();
   if (idx->t.dtype != DT_I32) {
     diag_error(a[0]->node->span, "one_hot: the indices must be i32, got %s", tensor_type_str(&idx->t));
@@ -628,7 +628,7 @@ static Value *fn_one_hot(const Node *call, Arg *args, int nargs) {
   t.dims[t.rank] = n;
   t.origin[t.rank++] = a[1]->value->origin;
   if (!check_numel(&t, call)) return value_error();
-  return lowered(&t, lower_one_hot(idx, &t));
+  return builtin_lowered(&t, lower_one_hot(idx, &t));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -657,7 +657,7 @@ static Value *fn_iota(const Node *call, Arg *args, int nargs) {
       (a[1] && !builtin_dtype_arg(a[1], "iota", &dt)) || !check_dim(n, a[0]->node))
     return value_error();
   TensorType t = {.dtype = dt, .rank = 1, .dims = {n}, .origin = {a[0]->value->origin}};
-  return lowered(&t, lower_iota(&t));
+  return builtin_lowered(&t, lower_iota(&t));
 }
 
 static Value *fn_full(const Node *call, Arg *args, int nargs) {
@@ -721,7 +721,7 @@ static Value *fn_tensor(const Node *call, Arg *args, int nargs) {
     }
     nums[i] = x->kind == V_INT ? (double)x->i : x->f;
   }
-  return lowered(&t, lower_constant(&t, nums));
+  return builtin_lowered(&t, lower_constant(&t, nums));
 }
 
 static Value *fn_random_uniform(const Node *call, Arg *args, int nargs) {
@@ -738,7 +738,7 @@ static Value *fn_random_uniform(const Node *call, Arg *args, int nargs) {
 static Value *fn_shape(const Node *call, Arg *args, int nargs) {
   Arg *a[1];
   if (!builtin_get_args(call, "shape", "x", args, nargs, a)) return value_error();
-  const Value *x = tensor_arg(a[0], "shape", "x");
+  const Value *x = builtin_tensor_arg(a[0], "shape", "x");
   if (!x) return value_error();
   Value *l = value_new(V_LIST);
   for (int i = 0; i < x->t.rank; i++) vec_push(&l->items, value_int(x->t.dims[i], x->t.origin[i]));
@@ -750,7 +750,7 @@ static Value *fn_dim(const Node *call, Arg *args, int nargs) {
   int64_t axis;
   if (!builtin_get_args(call, "dim", "x axis", args, nargs, a) || !int_arg(a[1], "dim", "axis", &axis))
     return value_error();
-  const Value *x = tensor_arg(a[0], "dim", "x");
+  const Value *x = builtin_tensor_arg(a[0], "dim", "x");
   if (!x) return value_error();
   int ax = norm_axis(axis, x->t.rank, a[1]->node, "dim");
   if (ax < 0) return value_error();
@@ -760,14 +760,14 @@ static Value *fn_dim(const Node *call, Arg *args, int nargs) {
 static Value *fn_rank(const Node *call, Arg *args, int nargs) {
   Arg *a[1];
   if (!builtin_get_args(call, "rank", "x", args, nargs, a)) return value_error();
-  const Value *x = tensor_arg(a[0], "rank", "x");
+  const Value *x = builtin_tensor_arg(a[0], "rank", "x");
   return x ? value_int(x->t.rank, NULL) : value_error();
 }
 
 static Value *fn_dtype(const Node *call, Arg *args, int nargs) {
   Arg *a[1];
   if (!builtin_get_args(call, "dtype", "x", args, nargs, a)) return value_error();
-  const Value *x = tensor_arg(a[0], "dtype", "x");
+  const Value *x = builtin_tensor_arg(a[0], "dtype", "x");
   if (!x) return value_error();
   Value *v = value_new(V_DTYPE);
   v->dtype = x->t.dtype;
@@ -921,10 +921,11 @@ static const char *const function_names[] = {
     "max", "min", "sum", "mean", "select", "cast", "reshape", "permute", "transpose",
     "broadcast", "expand", "squeeze", "slice", "concat", "pad", "gather", "one_hot", "iota",
     "full", "tensor", "random_uniform", "shape", "dim", "rank", "dtype", "len", "append", "range", "float", "int",
-    "normal", "uniform", "constant", "sgd", "adam", "adamw", "source", "str", NULL};
+    "normal", "uniform", "constant", "sgd", "adam", "adamw", "source", "str", "decode_pos",
+    "kv_cache", NULL};
 
 static const char *const value_names[] = {"f32", "f64", "i32", "bf16", "inf", "pi", "training",
-                                          "zeros", "ones", "xavier_uniform", "xavier_normal", NULL};
+                                          "decoding", "zeros", "ones", "xavier_uniform", "xavier_normal", NULL};
 
 enum { NFUNCTIONS = sizeof function_names / sizeof function_names[0] - 1 };
 
@@ -952,7 +953,8 @@ Value *builtin_lookup(const char *name) {
   if (!strcmp(name, "inf")) return value_float(INFINITY);
   if (!strcmp(name, "pi")) return value_float(3.14159265358979323846);
   if (!strcmp(name, "training")) return value_bool(training_value);
-  for (int i = 7; value_names[i]; i++)
+  if (!strcmp(name, "decoding")) return value_bool(builtins_decoding());
+  for (int i = 8; value_names[i]; i++)
     if (!strcmp(value_names[i], name)) return make_init(value_names[i], NULL, 0);
   return NULL;
 }
@@ -979,6 +981,8 @@ Value *builtin_call(Ctx *ctx, const Value *fn, const Node *call, Arg *args, int 
   if (!strcmp(name, "iota")) return fn_iota(call, args, nargs);
   if (!strcmp(name, "full")) return fn_full(call, args, nargs);
   if (!strcmp(name, "random_uniform")) return fn_random_uniform(call, args, nargs);
+  if (!strcmp(name, "decode_pos")) return builtin_decode_pos(call, args, nargs);
+  if (!strcmp(name, "kv_cache")) return builtin_kv_cache(call, args, nargs);
   if (!strcmp(name, "tensor")) return fn_tensor(call, args, nargs);
   if (!strcmp(name, "shape")) return fn_shape(call, args, nargs);
   if (!strcmp(name, "dim")) return fn_dim(call, args, nargs);

@@ -286,6 +286,34 @@ GraphId lower_param(const char *name, const TensorType *t) {
   return graph_param(lower_graph, name, lower_dtype(t->dtype), lower_shape(t));
 }
 
+GraphId lower_kv_cache(const Value *x, const Value *positions, const char *name,
+                       const TensorType *out) {
+  Graph *g = lower_graph;
+  if (!g) return GRAPH_NONE;
+  char base[512], full[600];
+  snprintf(base, sizeof base, "%s%s%s_cache", scope_path, scope_path[0] ? "." : "", name);
+  snprintf(full, sizeof full, "%s", base);
+  /* A layer applied twice has a cache per call. */
+  for (int n = 2; graph_find_leaf(g, full) != GRAPH_NONE; n++)
+    snprintf(full, sizeof full, "%s@%d", base, n);
+  int r = out->rank;
+  GraphShape shape = lower_shape(out);
+  GraphId cache = graph_state(g, full, lower_dtype(out->dtype), shape);
+  /* [B, 1, ..., W, 1]: row index == the batch row's position. */
+  int64_t rows[GRAPH_MAX_RANK], batch[GRAPH_MAX_RANK];
+  for (int i = 0; i < r; i++) rows[i] = batch[i] = 1;
+  rows[0] = batch[0] = out->dims[0];
+  rows[r - 2] = out->dims[r - 2];
+  GraphShape row_shape = graph_shape_of(r, rows);
+  GraphId row = graph_iota(g, GRAPH_I32, row_shape, r - 2);
+  GraphId pos = graph_broadcast(g, graph_reshape(g, positions->node, graph_shape_of(r, batch)),
+                                row_shape);
+  GraphId hit = graph_broadcast(g, graph_binary(g, GRAPH_OP_CMPEQ, row, pos), shape);
+  GraphId next = graph_select(g, hit, graph_broadcast(g, x->node, shape), cache);
+  graph_update(g, cache, next);
+  return next;
+}
+
 GraphId lower_input(const char *name, const TensorType *t) {
   if (!lower_graph) return GRAPH_NONE;
   return graph_input(lower_graph, name, lower_dtype(t->dtype), lower_shape(t));

@@ -54,6 +54,12 @@ GraphId lower_iota(const TensorType *out);
 GraphId lower_full(const TensorType *out, double value);
 GraphId lower_constant(const TensorType *out, const double *values); /* numel values */
 GraphId lower_random_uniform(const TensorType *out);
+/* The decode-step graph's cache (builtins.c, kv_cache): a state named
+ * "SCOPE.NAME_cache" of type out [B, ..., W, K], x [B, ..., 1, K] written at
+ * row positions[b] of each batch row b; returns the cache after the write,
+ * which is also the state's update. */
+GraphId lower_kv_cache(const Value *x, const Value *positions, const char *name,
+                       const TensorType *out);
 /* Leaves and the interface. */
 GraphId lower_param(const char *name, const TensorType *t);
 GraphId lower_input(const char *name, const TensorType *t);

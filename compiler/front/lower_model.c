@@ -69,11 +69,10 @@ static Graph *run_mapped_pass(Graph *g,
   return next;
 }
 
-Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model) {
-  return lower_model_part(opt, train, -1, model);
-}
-
-Graph *lower_model_part(const FrontOptions *opt, int train, int param, CheckedModel **model) {
+/* The forward graph, the training graph or a part of it (train; param: the
+ * one param of a TRAIN_APPLY_PARAM part, else -1), or the decode-step
+ * graph (o->decoding). */
+static Graph *lower_graphs(const FrontOptions *opt, int train, int param, CheckedModel **model) {
   FrontOptions o = *opt;
   o.training = opt->training || train;
   Graph *g = graph_new();
@@ -106,6 +105,45 @@ Graph *lower_model_part(const FrontOptions *opt, int train, int param, CheckedMo
       diag_error(m->at, "internal error: lowering model %s failed: %s", m->name, graph_error(g));
     graph_free(g);
     *model = NULL;
+    return NULL;
+  }
+  return g;
+}
+
+Graph *lower_model_part(const FrontOptions *opt, int train, int param, CheckedModel **model) {
+  FrontOptions o = *opt;
+  o.decoding = 0;
+  return lower_graphs(&o, train, param, model);
+}
+
+Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model) {
+  return lower_model_part(opt, train, -1, model);
+}
+
+int lower_decodes(const CheckedModel *m) {
+  const ModelIO *tokens = NULL, *targets = NULL;
+  for (int i = 0; i < m->inputs.len; i++) {
+    const ModelIO *io = m->inputs.items[i];
+    if (!strcmp(io->name, "tokens")) tokens = io;
+    else if (!strcmp(io->name, "targets")) targets = io;
+    else return 0;
+  }
+  int has_logits = 0;
+  for (int i = 0; i < m->outputs.len; i++)
+    has_logits |= !strcmp(((const ModelIO *)m->outputs.items[i])->name, "logits");
+  return tokens && targets && has_logits && tokens->type.rank == 2 && targets->type.rank == 2 &&
+         tokens->type.dtype == DT_I32;
+}
+
+Graph *lower_decode_model(const FrontOptions *opt, CheckedModel **model) {
+  FrontOptions o = *opt;
+  o.decoding = 1;
+  o.training = 0;
+  o.probes = 0;
+  Graph *g = lower_graphs(&o, 0, -1, model);
+  /* No cache: the program is not one that decodes a token at a time. */
+  if (g && !graph_num_states(g)) {
+    graph_free(g);
     return NULL;
   }
   return g;

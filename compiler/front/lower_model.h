@@ -19,6 +19,19 @@ Graph *lower_model(const FrontOptions *opt, int train, CheckedModel **model);
  * train.h), for optimizer-state sharding. */
 Graph *lower_model_part(const FrontOptions *opt, int train, int param, CheckedModel **model);
 
+/* Whether m has the shape of a causal language model whose decode-step
+ * graph tfmc compiles: inputs tokens and targets, i32[B, T], and nothing
+ * else, and an output logits. */
+int lower_decodes(const CheckedModel *m);
+
+/* The decode-step graph: the program checked again with `decoding` true,
+ * tokens and targets [B, 1], the i32[B] input `pos` (decode_pos()), each
+ * kv_cache() a state [B, ..., T, K] updated at pos, only the output
+ * logits [B, 1, V]. NULL when the program has errors (reported) or uses no
+ * kv_cache (nothing reported, *model set: such a model has no decode
+ * graph). Call it only for a model for which lower_decodes holds. */
+Graph *lower_decode_model(const FrontOptions *opt, CheckedModel **model);
+
 /* A graph whose outputs, named like the parameters, are their initial
  * values (zeros, normal(mean, std), xavier_uniform, ...), drawn from Philox
  * keyed by `seed` with the i32 scalar input "seed" as the counter offset

@@ -15,6 +15,8 @@ typedef struct FrontOptions {
   const char *variant;    /* --variant NAME or NULL */
   PtrVec include_dirs;    /* -I DIR, searched by import after the file's own folder */
   int training;           /* value of the built-in `training` (checks use 1) */
+  int decoding;           /* value of the built-in `decoding`: lower the decode-step
+                             graph (lower_decode_model) */
   int unfused_attention;  /* lower_model: keep attention as primitives (no pass_attention) */
   int bf16;               /* --dtype bf16: lower_model runs pass_autocast_bf16 */
   int probes;             /* lower a layer's `output NAME = ...` as a graph output

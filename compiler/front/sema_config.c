@@ -281,6 +281,7 @@ static CheckedModel *sema_finish(void) {
 CheckedModel *sema_check(const FrontOptions *opt) {
   sema_opt = opt;
   builtins_set_training(opt->training);
+  builtins_set_decoding(opt->decoding);
   sema_model = pool_alloc(sizeof *sema_model);
   sema_model->variant = opt->variant;
   sema_items = (NameMap){0};

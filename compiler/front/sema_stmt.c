@@ -214,9 +214,25 @@ static void exec_input(Ctx *ctx, const Node *s) {
     return;
   }
   if (!add_model_io(&sema_model->inputs, "input", s, &t)) return;
+  /* The decode-step graph (FrontOptions.decoding) of a language model:
+   * tokens and targets [B, T] hold one new token per row, at the positions
+   * of the i32[B] input `pos`; the caches hold T rows. */
+  int decode = sema_opt->decoding && t.rank == 2 &&
+               (!strcmp(s->name, "tokens") || !strcmp(s->name, "targets"));
+  int64_t window = t.dims[1];
+  if (decode) {
+    t.dims[1] = 1;
+    t.origin[1] = NULL;
+  }
   Value *v = tensor_value(&t);
   v->node = lower_input(s->name, &t);
   sema_bind(ctx->scope, s->name, v, s->span, B_INPUT);
+  if (decode && !strcmp(s->name, "tokens")) {
+    TensorType pt = {.dtype = DT_I32, .rank = 1, .dims = {t.dims[0]}, .origin = {t.origin[0]}};
+    Value *pos = tensor_value(&pt);
+    pos->node = lower_input("pos", &pt);
+    builtins_set_decode_positions(pos, window);
+  }
 }
 
 /* A probe's name: the instance's path and the name, with "@N" from the
@@ -257,7 +273,10 @@ static void exec_output(Ctx *ctx, const Node *s) {
     return;
   }
   if (ctx->allow_io) {
-    if (add_model_io(&sema_model->outputs, "output", s, &v->t)) lower_output(s->name, v);
+    /* The decode-step graph computes only the next token's logits. */
+    if (add_model_io(&sema_model->outputs, "output", s, &v->t) &&
+        (!sema_opt->decoding || !strcmp(s->name, "logits")))
+      lower_output(s->name, v);
     return;
   }
   Node named = *s;

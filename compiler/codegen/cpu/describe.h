@@ -46,6 +46,7 @@ typedef struct ModelDescription {
   const char *train_norm_prefix;
   int num_train_apply_param;
   const char *const *train_apply_param_prefixes;
+  const char *decode_prefix; /* NULL: no such graph */
 } ModelDescription;
 
 /* Adds `tfm_model` (a tfm_model_info) referring to each graph's PREFIX_desc,

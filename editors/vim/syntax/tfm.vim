@@ -11,14 +11,14 @@ syntax keyword tfmRepeat for in
 syntax keyword tfmStatement return assert
 syntax keyword tfmOperatorWord and or not
 syntax keyword tfmBoolean true false
-syntax keyword tfmConstant inf pi training
+syntax keyword tfmConstant inf pi training decoding
 syntax keyword tfmType f32 f64 i32 bf16 int float bool str
 syntax keyword tfmInit zeros ones xavier_uniform xavier_normal
 syntax keyword tfmBuiltin exp log sqrt rsqrt tanh sin cos erf abs recip stop_gradient
 syntax keyword tfmBuiltin max min sum mean select cast reshape permute transpose broadcast
 syntax keyword tfmBuiltin expand squeeze slice concat pad gather one_hot iota full tensor
 syntax keyword tfmBuiltin random_uniform shape dim rank dtype len append range float int
-syntax keyword tfmBuiltin normal uniform constant sgd adam adamw source str
+syntax keyword tfmBuiltin normal uniform constant sgd adam adamw source str decode_pos kv_cache
 " the name after fn/layer/model/variant (a look-behind: the keyword itself
 " is matched first, as a keyword)
 syntax match tfmDefinition "\(\<\(fn\|layer\|model\|variant\)\s\+\)\@<=[A-Za-z_][A-Za-z0-9_]*"
