@@ -56,6 +56,11 @@ static const char usage[] =
     "  forward   (--load CKPT | --init FILE) --inputs IN.safetensors --out OUT.safetensors:\n"
     "            the forward graph once on the inputs of the file (named as 'info'\n"
     "            lists them, same dtype and shape), every output written to OUT\n"
+    "  embed     (--load CKPT | --init FILE) --tokenizer FILE --data LINES: one vector\n"
+    "            per line of text (the output --output NAME, default 'embedding', of\n"
+    "            shape [batch, width]; lines padded with the config's pad id, WordPiece\n"
+    "            ones wrapped in [CLS] ... [SEP]) as tab-separated numbers, or with\n"
+    "            --out FILE.safetensors as one tensor [lines, width]\n"
     "  info      the model's config and buffers\n"
     "\n"
     "options:\n"
@@ -121,7 +126,8 @@ static const char usage[] =
     "  --text T           attention: the text (character models: at most the model's\n"
     "                     window; translation: a source, or 'source<TAB>target')\n"
     "  --html FILE        attention: the page to write\n"
-    "  --output A,B       attention: the outputs to show (model outputs or probes, as\n"
+    "  --output A,B       embed: the output that is the vector (default 'embedding');\n"
+    "                     attention: the outputs to show (model outputs or probes, as\n"
     "                     'info' lists them; default: every one shaped like attention\n"
     "                     weights, [batch, (heads,) queries, keys] with rows summing to 1)\n"
     "  --layer L          attention: the map the page opens on: its name, or a number L\n"
@@ -939,8 +945,9 @@ int main(int argc, char **argv) {
   else if (!strcmp(c.command, "generate")) status = cli_generate(prog, &c, pool);
   else if (!strcmp(c.command, "attention")) status = cli_attention(prog, &c, pool);
   else if (!strcmp(c.command, "forward")) status = cli_forward(prog, &c, pool);
+  else if (!strcmp(c.command, "embed")) status = cli_embed(prog, &c, pool);
   else status = cli_usage_error(prog, "unknown command '%s' (train, eval, translate, generate, "
-                                      "attention, forward, average, tokenize, tokenizer, info)",
+                                      "attention, forward, embed, average, tokenize, tokenizer, info)",
                                       c.command);
   /* Also after a failure: the steps that ran are still worth seeing. */
   if (c.profile) tfm_profile_report(stderr);

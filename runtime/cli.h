@@ -85,6 +85,8 @@ int cli_tokenize(const char *prog, const Cli *c);
 /* forward: the forward graph on inputs from a file, its outputs to a file
  * (forward_cmd.c). */
 int cli_forward(const char *prog, const Cli *c, tfm_pool *pool);
+/* embed: one vector per line of text from an encoder (embed_cmd.c). */
+int cli_embed(const char *prog, const Cli *c, tfm_pool *pool);
 /* tokenizer train|encode (tokenizer_cmd.c). */
 int cli_tokenizer(const char *prog, const Cli *c);
 /* Whether spec names token shards (tfm_shards_named); 0 for NULL. */

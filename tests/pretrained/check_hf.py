@@ -167,6 +167,30 @@ def bert(tfmc, root, work):
     compare("pooled", ours["pooled"], hf.pooler_output.numpy())
     compare("embedding", ours["embedding"], (hidden * keep).sum(1) / keep.sum(1))
 
+    # embed: lines of different lengths through a WordPiece vocab.txt, three
+    # lines in batches of two (the last batch half padding), each wrapped in
+    # [CLS] ... [SEP] and padded with [PAD] = 0, against transformers given
+    # the same ids and their attention mask.
+    words = ["w%d" % i for i in range(c["vocab"] - 5)]
+    vocab = os.path.join(work, "vocab.txt")
+    with open(vocab, "w") as f:
+        f.write("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
+    lines = ["w1 w2 w3", "w10 w20 w30 w40 w50 w60 w70 w80", "w5"]
+    data = os.path.join(work, "lines.txt")
+    with open(data, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    out = os.path.join(work, "embed.safetensors")
+    run(binary, "embed", "--init", ckpt, "--tokenizer", vocab, "--data", data, "--out", out)
+    vectors = load_file(out)["embedding"]
+    expected = []
+    for text in lines:
+        ids = [2] + [5 + int(w[1:]) for w in text.split()] + [3]
+        t = torch.tensor([ids])
+        with torch.no_grad():
+            h = model(t, attention_mask=torch.ones_like(t), token_type_ids=torch.zeros_like(t))
+        expected.append(h.last_hidden_state[0].mean(0).numpy())
+    compare("embed", vectors, np.stack(expected))
+
 
 def refusals(tfmc, root, work):
     c = GPT2
