@@ -939,7 +939,9 @@ int main(int argc, char **argv) {
     status = tfm_fail("only train runs as several ranks (mpirun, srun); run %s as one process",
                       c.command), cli_fail(prog);
   else if (!strcmp(c.command, "train"))
-    status = tfm_dist_init() ? cli_fail(prog) : cmd_train(prog, &c, pool);
+    /* MPI only under a launcher: one process never starts it (nor leaks its state). */
+    status = tfm_dist_launched(NULL, NULL) && tfm_dist_init() ? cli_fail(prog)
+                                                               : cmd_train(prog, &c, pool);
   else if (!strcmp(c.command, "eval") || !strcmp(c.command, "translate"))
     status = cmd_eval_or_translate(prog, &c, pool);
   else if (!strcmp(c.command, "generate")) status = cli_generate(prog, &c, pool);
