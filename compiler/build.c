@@ -201,8 +201,10 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   CheckedModel *m;
   Graph *forward = lower_model(&fo, 0, &m);
   if (!forward) return 1;
+  /* Every graph lowered so far; on a failure, `failed` frees them all. */
   Graph *train = NULL, *grad = NULL, *apply = NULL, *norm = NULL, **apply_param = NULL;
-  int num_apply_param = 0;
+  Graph *init = NULL, *inspect = NULL, *decode = NULL, **pretrained = NULL;
+  int num_apply_param = 0, num_pretrained = 0;
   if (m->train.present) {
     CheckedModel *tm;
     train = lower_model(front, 1, &tm);
@@ -215,7 +217,6 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     if (apply) {
       num_apply_param = graph_num_params(apply);
       apply_param = pool_alloc(sizeof(Graph *) * (size_t)(num_apply_param + 1));
-      memset(apply_param, 0, sizeof(Graph *) * (size_t)(num_apply_param + 1));
       if (m->train.clip > 0.0) norm = lower_model(front, 1 + TRAIN_NORM, &tm);
       for (int i = 0; i < num_apply_param; i++)
         if (!(m->train.clip > 0.0 && !norm))
@@ -223,77 +224,41 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
     }
     int split_ok = apply && !(m->train.clip > 0.0 && !norm);
     for (int i = 0; i < num_apply_param; i++) split_ok &= apply_param[i] != NULL;
-    if (!train || (b->data_parallel && !split_ok)) {
-      graph_free(forward);
-      graph_free(train);
-      graph_free(grad);
-      graph_free(apply);
-      graph_free(norm);
-      for (int i = 0; i < num_apply_param; i++) graph_free(apply_param[i]);
-      return 1;
-    }
+    if (!train || (b->data_parallel && !split_ok)) goto failed;
   } else if (b->data_parallel) {
     diag_error(m->at, "model %s has no train block, so --data-parallel has nothing to split",
                m->name);
-    graph_free(forward);
-    return 1;
+    goto failed;
   }
-  Graph *init = m->params.len ? lower_init_graph(m, INIT_SEED) : NULL;
+  init = m->params.len ? lower_init_graph(m, INIT_SEED) : NULL;
   /* The inspect graph: the forward graph that also outputs the probes
    * (`output` in a layer's body, e.g. std mha's attention weights), for the
    * binary's `attention` command; the forward graph stays as fast as
    * without them. */
-  Graph *inspect = NULL;
   if (m->probes.len) {
     CheckedModel *im;
     fo.probes = 1;
     inspect = lower_model(&fo, 0, &im);
-    if (!inspect) {
-      graph_free(forward);
-      graph_free(train);
-      graph_free(grad);
-      graph_free(apply);
-      graph_free(init);
-      return 1;
-    }
+    if (!inspect) goto failed;
   }
   /* The decode-step graph of a language model (tokens/targets) whose
    * program keeps key/value caches when `decoding` (std mha does): the
    * binary's generate runs it once per token. */
-  Graph *decode = NULL;
   if (lower_decodes(m)) {
     CheckedModel *dm;
     decode = lower_decode_model(&fo, &dm);
-    if (!decode && diag_error_count()) {
-      graph_free(forward);
-      graph_free(train);
-      graph_free(init);
-      graph_free(inspect);
-      return 1;
-    }
+    if (!decode && diag_error_count()) goto failed;
   }
 
   /* One graph for each pretrained block: another tool's checkpoint in, the
    * params it sets out (the binary's --init). */
-  int num_pretrained = m->pretrained.len;
-  Graph **pretrained = pool_alloc(sizeof(Graph *) * (size_t)(num_pretrained + 1));
+  num_pretrained = m->pretrained.len;
+  pretrained = pool_alloc(sizeof(Graph *) * (size_t)(num_pretrained + 1));
   for (int i = 0; i < num_pretrained; i++) {
     CheckedModel *pm;
     const Pretrained *p = m->pretrained.items[i];
     pretrained[i] = lower_pretrained_graph(&fo, p->name, &pm);
-    if (!pretrained[i]) {
-      for (int k = 0; k < i; k++) graph_free(pretrained[k]);
-      graph_free(forward);
-      graph_free(train);
-      graph_free(grad);
-      graph_free(apply);
-      graph_free(norm);
-      for (int k = 0; k < num_apply_param; k++) graph_free(apply_param[k]);
-      graph_free(init);
-      graph_free(inspect);
-      graph_free(decode);
-      return 1;
-    }
+    if (!pretrained[i]) goto failed;
   }
 
   const char *tmp = getenv("TMPDIR");
@@ -301,11 +266,10 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   snprintf(dir, sizeof dir, "%s/tfmc-build-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(dir)) {
     diag_error_noloc("cannot make a temporary folder for the objects in %s", tmp && *tmp ? tmp : "/tmp");
-    return 1;
+    goto failed;
   }
   int num_graphs = 8 + num_pretrained + num_apply_param, first_apply_param = 8 + num_pretrained;
-  Compiled *graphs = pool_alloc(sizeof(Compiled) * (size_t)num_graphs);
-  memset(graphs, 0, sizeof(Compiled) * (size_t)num_graphs);
+  Compiled *graphs = pool_alloc(sizeof(Compiled) * (size_t)num_graphs); /* zeroed */
   graphs[0] = (Compiled){.prefix = "tfm_init", .name = "init", .lowered = init};
   graphs[1] = (Compiled){.prefix = "tfm_train", .name = "train", .lowered = train};
   graphs[2] = (Compiled){.prefix = "tfm_forward", .name = "forward", .lowered = forward};
@@ -415,4 +379,11 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   if (ok && b->verbose)
     fprintf(stderr, "tfmc: built %s (%d graphs) in %.2f s\n", b->output, count, now() - start);
   return ok ? 0 : 1;
+
+failed: /* the graphs lowered before the failure; the Compiled own them after */
+  Graph *lowered[] = {forward, train, grad, apply, norm, init, inspect, decode};
+  for (size_t i = 0; i < sizeof lowered / sizeof *lowered; i++) graph_free(lowered[i]);
+  for (int i = 0; apply_param && i < num_apply_param; i++) graph_free(apply_param[i]);
+  for (int i = 0; pretrained && i < num_pretrained; i++) graph_free(pretrained[i]);
+  return 1;
 }
