@@ -137,6 +137,28 @@ void tfm_set_kernel_hook(tfm_kernel_hook_fn hook, void *ctx);
  * with a message: generated code has no way to report it. */
 void *tfm_thread_scratch(size_t bytes);
 
+/* --- CPU kernel families -------------------------------------------------- */
+
+/* The families of generated bf16 products (runtime/cpu_kernels.c): f32
+ * arithmetic on widened values (AVX2 or AVX-512F), AVX512-BF16 pair dot
+ * products (vdpbf16ps), AMX tiles (tdpbf16ps). */
+enum { TFM_CPU_KERNELS_AVX2 = 0, TFM_CPU_KERNELS_AVX512BF16 = 1, TFM_CPU_KERNELS_AMX = 2 };
+
+/* Chooses the family once per process: TFM_CPU_KERNELS=amx|avx512bf16|avx2
+ * when set (TFM_FAILED for another name, or a family this CPU or its
+ * operating system lacks), else the best the CPU has. AMX needs Linux's
+ * consent (arch_prctl ARCH_REQ_XCOMP_PERM); refused, a line on stderr says
+ * so and AVX512-BF16 runs. Later calls return the first call's status. */
+int tfm_cpu_kernels_choose(void);
+/* The chosen family, for generated code; choosing on first use, and
+ * ending the process with the message when that fails. */
+int32_t tfm_cpu_kernels(void);
+/* Whether CPUID (and XCR0) say this CPU runs a family; its name; the
+ * family of a name (-1: none). */
+int tfm_cpu_kernels_supported(int family);
+const char *tfm_cpu_kernels_name(int family);
+int tfm_cpu_kernels_from_name(const char *name);
+
 /* --- arena ---------------------------------------------------------------- */
 
 #define TFM_ARENA_ALIGN 64

@@ -356,8 +356,31 @@ static bool same_without_pool(const char *name, const Planned *p, const Graph *g
   return ok;
 }
 
+/* TFM_CPU_KERNELS picks the family of bf16 products the compiled code
+ * runs (ctest runs the suites once per family): a family this CPU lacks,
+ * or AMX that Linux refuses, skips the suite (exit 77); a name that is no
+ * family fails it. Also links the runtime's choice into the executable,
+ * where the loaded models find it. */
+static void choose_kernel_family(void) {
+  static bool chosen;
+  if (chosen)
+    return;
+  chosen = true;
+  const char *forced = getenv("TFM_CPU_KERNELS");
+  int family = forced && *forced ? tfm_cpu_kernels_from_name(forced) : -1;
+  if (family >= 0 && !tfm_cpu_kernels_supported(family)) {
+    printf("skipped: no %s on this CPU\n", family == TFM_CPU_KERNELS_AMX ? "AMX" : "AVX512-BF16");
+    exit(77);
+  }
+  if (tfm_cpu_kernels_choose() != TFM_OK) {
+    printf("%s: %s\n", family >= 0 ? "skipped" : "error", tfm_error());
+    exit(family >= 0 ? 77 : 1);
+  }
+}
+
 bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOptions *options) {
   int failures_before = cg_failures;
+  choose_kernel_family();
   char err[512];
   GraphId *map = malloc(sizeof(GraphId) * (size_t)(graph_count(g) + 1));
   /* The CPU's plan (with attention's backward kernels joined from one

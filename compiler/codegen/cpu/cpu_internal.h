@@ -16,7 +16,31 @@ int64_t cpu_dot_items(const Gen *gen, const Kernel *kernel);
  * i64 n, i64 k, i64 lda, i64 ldb, i64 ldc) computing c = op(a) op(b),
  * row-major. */
 LLVMValueRef cpu_gemm_function(Gen *gen, LLVMTypeRef t, bool ta, bool tb);
-/* The same for bf16 (i16) a, b and c, summed in f32 and rounded once. */
+/* The same for bf16 (i16) a, b and c, summed in f32 and rounded once:
+ * gemm_bf16.c's dispatcher among the kernel families (the runtime's
+ * tfm_cpu_kernels), and gemm.c's family that widens to f32 (AVX2,
+ * AVX-512F). */
 LLVMValueRef cpu_gemm_bf16_function(Gen *gen, bool ta, bool tb);
+LLVMValueRef cpu_gemm_bf16_widen_function(Gen *gen, bool ta, bool tb);
+
+/* A family of bf16 GEMMs on pair dot products (gemm_bf16.c's driver):
+ * its micro-kernel void (i64 kp, i16 *a, i16 *b, f32 *tile) sets the
+ * rows x 32 f32 tile (row stride 32) to the sums over kp (a multiple of
+ * 32) of `rows` rows of a (row-major, kp a row) times two 16-column
+ * strips of b in the pair layout (the second 16 kp elements on). */
+typedef struct CpuPairFamily {
+  const char *name;     /* in its functions' names */
+  const char *features; /* the target features its functions add */
+  int rows;             /* of its micro tile; divides 32 */
+  LLVMValueRef (*micro)(Gen *gen);
+  void (*begin)(Gen *gen); /* NULL, or emitted before the driver's loops */
+  void (*end)(Gen *gen);   /* NULL, or emitted after them */
+} CpuPairFamily;
+extern const CpuPairFamily cpu_amx_family;        /* gemm_amx.c */
+extern const CpuPairFamily cpu_avx512bf16_family; /* gemm_avx512bf16.c */
+/* A new internal, noinline function void name(params) with the builder at
+ * its entry, adding `features` (NULL: none) to the target's. */
+LLVMValueRef cpu_gemm_function_begin(Gen *gen, const char *name, LLVMTypeRef *params,
+                                     int num_params, const char *features);
 
 #endif

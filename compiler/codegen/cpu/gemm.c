@@ -585,9 +585,9 @@ LLVMValueRef cpu_gemm_function(Gen *gen, LLVMTypeRef t, bool ta, bool tb) {
   return fn ? fn : emit_gemm(gen, t, ta, tb, name);
 }
 
-LLVMValueRef cpu_gemm_bf16_function(Gen *gen, bool ta, bool tb) {
+LLVMValueRef cpu_gemm_bf16_widen_function(Gen *gen, bool ta, bool tb) {
   char name[64];
-  snprintf(name, sizeof name, "tfm_gemm_bf16_%c%c", ta ? 't' : 'n', tb ? 't' : 'n');
+  snprintf(name, sizeof name, "tfm_gemm_bf16_widen_%c%c", ta ? 't' : 'n', tb ? 't' : 'n');
   LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
   return fn ? fn : emit_gemm_bf16(gen, ta, tb, name);
 }

@@ -1,0 +1,100 @@
+/* The AMX family of bf16 GEMMs (gemm_bf16.c's driver): tdpbf16ps on
+ * Intel's tile registers. Eight tiles of 16 rows x 64 bytes: C's 32 x 32
+ * f32 micro tile in tiles 0-3 (2 x 2 of 16 x 16), A's 32 rows x 32 k in
+ * tiles 4-5, B's 32 k x 32 columns (two strips, 16 pair rows of 16
+ * columns) in tiles 6-7; each k step of 32 is four loads and four
+ * products of 16 x 16 x 32.
+ *
+ * LLVM 14's tile intrinsics with immediate tile numbers: the driver loads
+ * the configuration once (ldtilecfg) and releases the tiles (tilerelease)
+ * before it returns; nothing between touches them but these calls, which
+ * LLVM keeps in order (they read and write memory as far as it knows). */
+#include "cpu_internal.h"
+
+enum { TILE_ROWS = 16, TILE_BYTES = 64 };
+
+static LLVMValueRef tile_number(Gen *gen, int t) { return LLVMConstInt(gen->i8, (unsigned)t, false); }
+
+static void tile_call(Gen *gen, const char *name, LLVMValueRef *args, int num_args) {
+  gen_intrinsic(gen, name, NULL, 0, args, num_args);
+}
+
+/* The 64-byte configuration: palette 1, tiles 0-7 of 16 rows x 64 bytes
+ * (bytes 16 + 2t: a tile's bytes per row; 48 + t: its rows). */
+static void configure_tiles(Gen *gen) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef config_type = LLVMArrayType(gen->i8, 64);
+  LLVMValueRef config = gen_entry_alloca(gen, config_type, "tile_config");
+  LLVMSetAlignment(config, 64);
+  LLVMValueRef bytes = LLVMBuildBitCast(b, config, gen->ptr, "");
+  LLVMBuildMemSet(b, bytes, LLVMConstInt(gen->i8, 0, false), gen_i64(gen, 64), 64);
+  LLVMBuildStore(b, LLVMConstInt(gen->i8, 1, false), bytes);
+  for (int t = 0; t < 8; t++) {
+    LLVMValueRef width = LLVMBuildBitCast(b, gen_element(gen, gen->i8, bytes, gen_i64(gen, 16 + 2 * t)),
+                                          LLVMPointerType(gen->i16, 0), "");
+    LLVMBuildStore(b, LLVMConstInt(gen->i16, TILE_BYTES, false), width);
+    LLVMBuildStore(b, LLVMConstInt(gen->i8, TILE_ROWS, false),
+                   gen_element(gen, gen->i8, bytes, gen_i64(gen, 48 + t)));
+  }
+  tile_call(gen, "llvm.x86.ldtilecfg", &bytes, 1);
+}
+
+static void release_tiles(Gen *gen) { tile_call(gen, "llvm.x86.tilerelease", NULL, 0); }
+
+static void tile_load(Gen *gen, int t, LLVMValueRef base, LLVMValueRef stride_bytes) {
+  LLVMValueRef args[3] = {tile_number(gen, t), LLVMBuildBitCast(gen->builder, base, gen->ptr, ""),
+                          stride_bytes};
+  tile_call(gen, "llvm.x86.tileloadd64", args, 3);
+}
+
+static LLVMValueRef emit_micro(Gen *gen) {
+  const char *name = "tfm_gemm_bf16_amx_micro";
+  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
+  if (fn)
+    return fn;
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef hp = LLVMPointerType(gen->i16, 0);
+  LLVMTypeRef params[4] = {gen->i64, hp, hp, LLVMPointerType(gen->f32, 0)};
+  fn = cpu_gemm_function_begin(gen, name, params, 4, cpu_amx_family.features);
+  LLVMValueRef kp = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bp = LLVMGetParam(fn, 2);
+  LLVMValueRef c = LLVMGetParam(fn, 3);
+  for (int t = 0; t < 4; t++) {
+    LLVMValueRef number = tile_number(gen, t);
+    tile_call(gen, "llvm.x86.tilezero", &number, 1);
+  }
+  LLVMValueRef a_stride = gen_imul(gen, kp, 2);
+  LLVMValueRef a_second = gen_element(gen, gen->i16, a, gen_imul(gen, kp, TILE_ROWS));
+  LLVMValueRef b_second = gen_element(gen, gen->i16, bp, gen_imul(gen, kp, 16));
+  LLVMValueRef b_stride = gen_i64(gen, TILE_BYTES);
+  GenLoop step;
+  gen_loop_begin(gen, &step, gen_i64(gen, 0), LLVMBuildSDiv(b, kp, gen_i64(gen, 32), ""));
+  LLVMValueRef at = gen_imul(gen, step.index, 32);     /* k */
+  LLVMValueRef pairs = gen_imul(gen, step.index, 512); /* 16 pair rows of 32 values */
+  tile_load(gen, 4, gen_element(gen, gen->i16, a, at), a_stride);
+  tile_load(gen, 5, gen_element(gen, gen->i16, a_second, at), a_stride);
+  tile_load(gen, 6, gen_element(gen, gen->i16, bp, pairs), b_stride);
+  tile_load(gen, 7, gen_element(gen, gen->i16, b_second, pairs), b_stride);
+  static const int products[4][3] = {{0, 4, 6}, {1, 4, 7}, {2, 5, 6}, {3, 5, 7}};
+  for (int i = 0; i < 4; i++) {
+    LLVMValueRef args[3] = {tile_number(gen, products[i][0]), tile_number(gen, products[i][1]),
+                            tile_number(gen, products[i][2])};
+    tile_call(gen, "llvm.x86.tdpbf16ps", args, 3);
+  }
+  gen_loop_end(gen, &step);
+  /* C tile t: rows 16 (t / 2) on, columns 16 (t % 2) on; 128 bytes a row. */
+  for (int t = 0; t < 4; t++) {
+    LLVMValueRef corner = gen_element(gen, gen->f32, c, gen_i64(gen, (t / 2) * 16 * 32 + (t % 2) * 16));
+    LLVMValueRef args[3] = {tile_number(gen, t), LLVMBuildBitCast(b, corner, gen->ptr, ""),
+                            gen_i64(gen, 32 * 4)};
+    tile_call(gen, "llvm.x86.tilestored64", args, 3);
+  }
+  LLVMBuildRetVoid(b);
+  return fn;
+}
+
+const CpuPairFamily cpu_amx_family = {.name = "amx",
+                                      .features = "+amx-tile,+amx-bf16,+avx512bf16",
+                                      .rows = 32,
+                                      .micro = emit_micro,
+                                      .begin = configure_tiles,
+                                      .end = release_tiles};

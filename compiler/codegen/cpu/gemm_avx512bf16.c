@@ -1,0 +1,66 @@
+/* The AVX512-BF16 family of bf16 GEMMs (gemm_bf16.c's driver):
+ * vdpbf16ps, which adds to each of 16 f32 lanes the products of one bf16
+ * pair of two registers. A register of packed B is one pair row of a
+ * 16-column strip; A's pair (a[i][2p], a[i][2p+1]) is broadcast as one
+ * 32-bit value. An 8 x 32 micro tile: 16 accumulators, two loads of B and
+ * eight broadcasts (folded into the products as embedded broadcasts) for
+ * each 16 products. */
+#include "cpu_internal.h"
+
+enum { ROWS = 8 };
+
+static LLVMValueRef emit_micro(Gen *gen) {
+  const char *name = "tfm_gemm_bf16_avx512bf16_micro";
+  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
+  if (fn)
+    return fn;
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef hp = LLVMPointerType(gen->i16, 0);
+  LLVMTypeRef params[4] = {gen->i64, hp, hp, LLVMPointerType(gen->f32, 0)};
+  fn = cpu_gemm_function_begin(gen, name, params, 4, cpu_avx512bf16_family.features);
+  LLVMValueRef kp = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bp = LLVMGetParam(fn, 2);
+  LLVMValueRef c = LLVMGetParam(fn, 3);
+  LLVMTypeRef acc_type = LLVMVectorType(gen->f32, 16), pair_type = LLVMVectorType(gen->i32, 16);
+  LLVMValueRef acc[ROWS][2];
+  for (int r = 0; r < ROWS; r++)
+    for (int v = 0; v < 2; v++) {
+      acc[r][v] = gen_entry_alloca(gen, acc_type, "acc");
+      LLVMBuildStore(b, LLVMConstNull(acc_type), acc[r][v]);
+    }
+  LLVMValueRef strips[2] = {bp, gen_element(gen, gen->i16, bp, gen_imul(gen, kp, 16))};
+  LLVMTypeRef i32p = LLVMPointerType(gen->i32, 0);
+  GenLoop p;
+  gen_loop_begin(gen, &p, gen_i64(gen, 0), LLVMBuildSDiv(b, kp, gen_i64(gen, 2), ""));
+  LLVMValueRef pairs[2];
+  for (int v = 0; v < 2; v++) {
+    LLVMValueRef at = gen_element(gen, gen->i16, strips[v], gen_imul(gen, p.index, 32));
+    pairs[v] = LLVMBuildLoad2(b, pair_type, LLVMBuildBitCast(b, at, LLVMPointerType(pair_type, 0), ""), "");
+    LLVMSetAlignment(pairs[v], 64);
+  }
+  for (int r = 0; r < ROWS; r++) {
+    LLVMValueRef at = gen_iadd(gen, LLVMBuildMul(b, gen_i64(gen, r), kp, ""), gen_imul(gen, p.index, 2));
+    LLVMValueRef pair = LLVMBuildLoad2(b, gen->i32, LLVMBuildBitCast(b, gen_element(gen, gen->i16, a, at), i32p, ""), "");
+    LLVMSetAlignment(pair, 4);
+    LLVMValueRef splat = gen_splat(gen, pair, 16);
+    for (int v = 0; v < 2; v++) {
+      LLVMValueRef args[3] = {LLVMBuildLoad2(b, acc_type, acc[r][v], ""), splat, pairs[v]};
+      LLVMBuildStore(b, gen_intrinsic(gen, "llvm.x86.avx512bf16.dpbf16ps.512", NULL, 0, args, 3),
+                     acc[r][v]);
+    }
+  }
+  gen_loop_end(gen, &p);
+  for (int r = 0; r < ROWS; r++)
+    for (int v = 0; v < 2; v++) {
+      LLVMValueRef at = gen_element(gen, gen->f32, c, gen_i64(gen, r * 32 + v * 16));
+      LLVMValueRef s = LLVMBuildStore(b, LLVMBuildLoad2(b, acc_type, acc[r][v], ""),
+                                      LLVMBuildBitCast(b, at, LLVMPointerType(acc_type, 0), ""));
+      LLVMSetAlignment(s, 4);
+    }
+  LLVMBuildRetVoid(b);
+  return fn;
+}
+
+const CpuPairFamily cpu_avx512bf16_family = {.name = "avx512bf16",
+                                             .features = "+avx512bf16",
+                                             .rows = ROWS,
+                                             .micro = emit_micro};

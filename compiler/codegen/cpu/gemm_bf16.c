@@ -1,0 +1,246 @@
+/* The bf16 GEMM: one entry per transpose pair that picks, at each call,
+ * the kernel family the runtime chose at start-up (tfm_cpu_kernels:
+ * CPUID, or TFM_CPU_KERNELS), among those the module holds. An AVX-512
+ * target holds three: AMX tiles (gemm_amx.c), AVX512-BF16 pair dot
+ * products (gemm_avx512bf16.c), and the widening f32 GEMM (gemm.c) that
+ * also runs on AVX2 and AVX-512F; an AVX2 target holds only the last.
+ *
+ * The two pair families share this driver. Both multiply bf16 pairs
+ * (a[i][2p] b[2p][j] + a[i][2p+1] b[2p+1][j]) into f32 sums, so both read
+ * B packed in the pair-interleaved ("VNNI") layout: 16-column strips, each
+ * row of a strip a pair of k steps, 16 columns x 2 values (64 bytes, one
+ * AMX tile row or one zmm register). A is packed row-major. k is padded
+ * with zeros to a multiple of 32 (one AMX tile's depth), so every
+ * micro-kernel runs all of k at once and holds each element's whole sum in
+ * f32 (tiles or registers); it is rounded once into C. Rows and columns
+ * past the matrix's are packed as copies of its last (never NaN from
+ * memory not written) and their sums are not stored.
+ *
+ * Loops: NC-column panels of B packed once each, MC-row blocks of A packed
+ * for each panel; then 32-column by MR-row micro tiles. The products use
+ * the instructions' own rounding (round to nearest, subnormal bf16 inputs
+ * read as zero), so elements differ from the evaluator's by rounding
+ * within tests/codegen's bound for dots. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cpu_internal.h"
+#include "tfmrt.h"
+
+enum { PANEL_COLUMNS = 512, BLOCK_ROWS = 128, DEPTH_STEP = 32 };
+
+static LLVMValueRef min64(Gen *gen, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef bl = gen->builder;
+  return LLVMBuildSelect(bl, LLVMBuildICmp(bl, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
+static LLVMValueRef round_up(Gen *gen, LLVMValueRef x, int64_t step) {
+  LLVMBuilderRef b = gen->builder;
+  return LLVMBuildAnd(b, LLVMBuildAdd(b, x, gen_i64(gen, step - 1), ""), gen_i64(gen, -step), "");
+}
+
+/* A loop begin, begin + step, ... < end (index: the element, not the count). */
+static void stride_loop_begin(Gen *gen, GenLoop *loop, LLVMValueRef end, int64_t step) {
+  LLVMValueRef count = LLVMBuildSDiv(gen->builder, gen_iadd(gen, end, gen_i64(gen, step - 1)),
+                                     gen_i64(gen, step), "");
+  gen_loop_begin(gen, loop, gen_i64(gen, 0), count);
+  loop->index = gen_imul(gen, loop->index, step);
+}
+
+static void stride_loop_end(Gen *gen, GenLoop *loop) {
+  loop->index = LLVMBuildLoad2(gen->builder, gen->i64, loop->counter, "");
+  gen_loop_end(gen, loop);
+}
+
+/* Where packed element (p, q) goes: q-th row of A's block (row-major,
+ * kp per row), or B's pair layout (q the column). */
+static LLVMValueRef packed_index(Gen *gen, LLVMValueRef p, LLVMValueRef q, LLVMValueRef kp,
+                                 bool pairs) {
+  LLVMBuilderRef b = gen->builder;
+  if (!pairs)
+    return gen_iadd(gen, LLVMBuildMul(b, q, kp, ""), p);
+  LLVMValueRef strip = LLVMBuildMul(b, LLVMBuildAShr(b, q, gen_i64(gen, 4), ""),
+                                    gen_imul(gen, kp, 16), "");
+  LLVMValueRef row = gen_imul(gen, LLVMBuildAShr(b, p, gen_i64(gen, 1), ""), 32);
+  LLVMValueRef lane = gen_iadd(gen, gen_imul(gen, LLVMBuildAnd(b, q, gen_i64(gen, 15), ""), 2),
+                               LLVMBuildAnd(b, p, gen_i64(gen, 1), ""));
+  return gen_iadd(gen, gen_iadd(gen, strip, row), lane);
+}
+
+/* Packs element (p, q) = src[p * sp + min(q, count - 1) * sq] for p < k,
+ * q < padded (a multiple of 32), and zeros for k <= p < kp. The loops run
+ * along whichever of p and q is contiguous in memory. */
+static void emit_pack(Gen *gen, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef k,
+                      LLVMValueRef kp, LLVMValueRef count, LLVMValueRef padded, LLVMValueRef sp,
+                      LLVMValueRef sq, bool p_contiguous, bool pairs) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef last = LLVMBuildSub(b, count, gen_i64(gen, 1), "");
+  GenLoop outer, inner;
+  gen_loop_begin(gen, &outer, gen_i64(gen, 0), p_contiguous ? padded : k);
+  gen_loop_begin(gen, &inner, gen_i64(gen, 0), p_contiguous ? k : padded);
+  LLVMValueRef p = p_contiguous ? inner.index : outer.index;
+  LLVMValueRef q = p_contiguous ? outer.index : inner.index;
+  LLVMValueRef from = gen_iadd(gen, LLVMBuildMul(b, p, sp, ""),
+                               LLVMBuildMul(b, min64(gen, q, last), sq, ""));
+  LLVMBuildStore(b, gen_load_at(gen, gen->i16, src, from),
+                 gen_element(gen, gen->i16, dst, packed_index(gen, p, q, kp, pairs)));
+  gen_loop_end(gen, &inner);
+  gen_loop_end(gen, &outer);
+  gen_loop_begin(gen, &outer, gen_i64(gen, 0), padded);
+  gen_loop_begin(gen, &inner, k, kp);
+  LLVMBuildStore(b, LLVMConstInt(gen->i16, 0, false),
+                 gen_element(gen, gen->i16, dst, packed_index(gen, inner.index, outer.index, kp, pairs)));
+  gen_loop_end(gen, &inner);
+  gen_loop_end(gen, &outer);
+}
+
+static LLVMValueRef thread_scratch(Gen *gen, LLVMValueRef bytes) {
+  const char *name = "tfm_thread_scratch";
+  LLVMTypeRef type = LLVMFunctionType(gen->ptr, &gen->i64, 1, false);
+  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
+  if (!fn)
+    fn = LLVMAddFunction(gen->module, name, type);
+  return LLVMBuildCall2(gen->builder, type, fn, &bytes, 1, "scratch");
+}
+
+LLVMValueRef cpu_gemm_function_begin(Gen *gen, const char *name, LLVMTypeRef *params,
+                                     int num_params, const char *features) {
+  LLVMValueRef fn = LLVMAddFunction(
+      gen->module, name, LLVMFunctionType(gen->void_type, params, (unsigned)num_params, false));
+  LLVMSetLinkage(fn, LLVMInternalLinkage);
+  static const char *const attributes[] = {"noinline", "nounwind"};
+  gen_add_attributes(gen, fn, attributes, 2);
+  if (features) {
+    /* Added to the target CPU's own features for this function alone, so
+     * that a module for a CPU without them can hold it (it runs only where
+     * tfm_cpu_kernels says the CPU has them). */
+    const char *key = "target-features";
+    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
+                            LLVMCreateStringAttribute(gen->context, key, (unsigned)strlen(key),
+                                                      features, (unsigned)strlen(features)));
+  }
+  LLVMPositionBuilderAtEnd(gen->builder, LLVMAppendBasicBlockInContext(gen->context, fn, "entry"));
+  return fn;
+}
+
+/* void gemm(i16 *c, i16 *a, i16 *b, i64 m, n, k, lda, ldb, ldc) on a pair
+ * family's micro-kernel. */
+static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool ta, bool tb,
+                                   const char *name) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef micro = family->micro(gen);
+  LLVMTypeRef hp = LLVMPointerType(gen->i16, 0);
+  LLVMTypeRef params[9] = {hp, hp, hp, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64};
+  LLVMValueRef fn = cpu_gemm_function_begin(gen, name, params, 9, family->features);
+  LLVMValueRef c = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bm = LLVMGetParam(fn, 2);
+  LLVMValueRef m = LLVMGetParam(fn, 3), n = LLVMGetParam(fn, 4), k = LLVMGetParam(fn, 5);
+  LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);
+  LLVMValueRef one = gen_i64(gen, 1);
+  /* k = 0 packs one step of zeros: C = 0. */
+  LLVMValueRef kp = round_up(gen, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, k, one, ""), k,
+                                                  one, ""), DEPTH_STEP);
+  LLVMValueRef bytes = gen_imul(gen, kp, (BLOCK_ROWS + PANEL_COLUMNS) * 2);
+  LLVMValueRef apack = LLVMBuildBitCast(b, thread_scratch(gen, bytes), hp, "");
+  LLVMValueRef bpack = gen_element(gen, gen->i16, apack, gen_imul(gen, kp, BLOCK_ROWS));
+  LLVMValueRef tile = gen_entry_alloca(gen, LLVMArrayType(gen->f32, (unsigned)(family->rows * 32)), "tile");
+  tile = LLVMBuildBitCast(b, tile, LLVMPointerType(gen->f32, 0), "");
+  if (family->begin)
+    family->begin(gen);
+
+  GenLoop jc, ic, jr, ir, r, j;
+  stride_loop_begin(gen, &jc, n, PANEL_COLUMNS);
+  LLVMValueRef nc = min64(gen, gen_i64(gen, PANEL_COLUMNS), LLVMBuildSub(b, n, jc.index, ""));
+  /* B(p, j) at p * sp + j * sq */
+  LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
+  emit_pack(gen, bpack, gen_element(gen, gen->i16, bm, LLVMBuildMul(b, jc.index, bsq, "")), k, kp,
+            nc, round_up(gen, nc, 32), bsp, bsq, tb, true);
+  stride_loop_begin(gen, &ic, m, BLOCK_ROWS);
+  LLVMValueRef mc = min64(gen, gen_i64(gen, BLOCK_ROWS), LLVMBuildSub(b, m, ic.index, ""));
+  /* A(i, p) at p * sp + i * sq */
+  LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
+  emit_pack(gen, apack, gen_element(gen, gen->i16, a, LLVMBuildMul(b, ic.index, asq, "")), k, kp,
+            mc, round_up(gen, mc, 32), asp, asq, !ta, false);
+  stride_loop_begin(gen, &jr, nc, 32);
+  LLVMValueRef cols = min64(gen, gen_i64(gen, 32), LLVMBuildSub(b, nc, jr.index, ""));
+  stride_loop_begin(gen, &ir, mc, family->rows);
+  LLVMValueRef rows = min64(gen, gen_i64(gen, family->rows), LLVMBuildSub(b, mc, ir.index, ""));
+  LLVMValueRef call[4] = {kp, gen_element(gen, gen->i16, apack, LLVMBuildMul(b, ir.index, kp, "")),
+                          gen_element(gen, gen->i16, bpack, LLVMBuildMul(b, jr.index, kp, "")),
+                          tile};
+  LLVMBuildCall2(b, LLVMGlobalGetValueType(micro), micro, call, 4, "");
+  /* The tile's sums, rounded once into C. */
+  LLVMValueRef corner = gen_element(
+      gen, gen->i16, c,
+      gen_iadd(gen, LLVMBuildMul(b, gen_iadd(gen, ic.index, ir.index), ldc, ""),
+               gen_iadd(gen, jc.index, jr.index)));
+  gen_loop_begin(gen, &r, gen_i64(gen, 0), rows);
+  gen_loop_begin(gen, &j, gen_i64(gen, 0), cols);
+  LLVMValueRef v = gen_load_at(gen, gen->f32, tile, gen_iadd(gen, gen_imul(gen, r.index, 32), j.index));
+  gen_store_value(gen, GRAPH_BF16, v,
+                  gen_element(gen, gen->i16, corner, gen_iadd(gen, LLVMBuildMul(b, r.index, ldc, ""), j.index)));
+  gen_loop_end(gen, &j);
+  gen_loop_end(gen, &r);
+  stride_loop_end(gen, &ir);
+  stride_loop_end(gen, &jr);
+  stride_loop_end(gen, &ic);
+  stride_loop_end(gen, &jc);
+  if (family->end)
+    family->end(gen);
+  LLVMBuildRetVoid(b);
+  return fn;
+}
+
+/* A family's GEMM, found by name or emitted. */
+static LLVMValueRef family_gemm(Gen *gen, const CpuPairFamily *family, bool ta, bool tb) {
+  char name[64];
+  snprintf(name, sizeof name, "tfm_gemm_bf16_%s_%c%c", family->name, ta ? 't' : 'n', tb ? 't' : 'n');
+  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
+  return fn ? fn : emit_pair_gemm(gen, family, ta, tb, name);
+}
+
+/* The dispatcher: tfm_cpu_kernels() (the runtime's choice) to the family's
+ * GEMM, the widening one for any family the module lacks. */
+static LLVMValueRef emit_dispatch(Gen *gen, bool ta, bool tb, const char *name) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef widen = cpu_gemm_bf16_widen_function(gen, ta, tb);
+  LLVMValueRef amx = family_gemm(gen, &cpu_amx_family, ta, tb);
+  LLVMValueRef pairs = family_gemm(gen, &cpu_avx512bf16_family, ta, tb);
+  LLVMTypeRef type = LLVMGlobalGetValueType(widen);
+  LLVMTypeRef params[9];
+  LLVMGetParamTypes(type, params);
+  LLVMValueRef fn = cpu_gemm_function_begin(gen, name, params, 9, NULL);
+  LLVMValueRef args[9];
+  for (unsigned i = 0; i < 9; i++)
+    args[i] = LLVMGetParam(fn, i);
+  LLVMValueRef family = gen_libcall(gen, "tfm_cpu_kernels", gen->i32, NULL, NULL, 0);
+  LLVMBasicBlockRef on[3], done = LLVMAppendBasicBlockInContext(gen->context, fn, "done");
+  LLVMValueRef targets[3] = {widen, pairs, amx};
+  for (int f = 0; f < 3; f++)
+    on[f] = LLVMAppendBasicBlockInContext(gen->context, fn, "family");
+  LLVMValueRef choice = LLVMBuildSwitch(b, family, on[TFM_CPU_KERNELS_AVX2], 2);
+  LLVMAddCase(choice, gen_i32(gen, TFM_CPU_KERNELS_AVX512BF16), on[TFM_CPU_KERNELS_AVX512BF16]);
+  LLVMAddCase(choice, gen_i32(gen, TFM_CPU_KERNELS_AMX), on[TFM_CPU_KERNELS_AMX]);
+  for (int f = 0; f < 3; f++) {
+    LLVMPositionBuilderAtEnd(b, on[f]);
+    LLVMBuildCall2(b, type, targets[f], args, 9, "");
+    LLVMBuildBr(b, done);
+  }
+  LLVMPositionBuilderAtEnd(b, done);
+  LLVMBuildRetVoid(b);
+  return fn;
+}
+
+LLVMValueRef cpu_gemm_bf16_function(Gen *gen, bool ta, bool tb) {
+  if (gen->vector_bits < 512)
+    return cpu_gemm_bf16_widen_function(gen, ta, tb);
+  char name[64];
+  snprintf(name, sizeof name, "tfm_gemm_bf16_%c%c", ta ? 't' : 'n', tb ? 't' : 'n');
+  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
+  if (fn)
+    return fn;
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(gen->builder);
+  fn = emit_dispatch(gen, ta, tb, name);
+  if (saved)
+    LLVMPositionBuilderAtEnd(gen->builder, saved);
+  return fn;
+}
