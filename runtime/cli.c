@@ -144,7 +144,10 @@ static const char usage[] =
     "  --recompute        generate: run the forward graph on the whole window for\n"
     "                     every token instead of the decode graph's key/value cache\n"
     "  --timing           generate: print to stderr the time per new token\n"
-    "  -h, --help         this help\n";
+    "  -h, --help         this help\n"
+    "environment: TFM_THREADS (as --threads); TFM_CPU_KERNELS=amx|avx512bf16|avx2 forces\n"
+    "  the kernels of bf16 products (default: AMX tiles, else AVX512-BF16, else f32\n"
+    "  arithmetic on widened values, as the CPU allows; one it lacks is an error)\n";
 
 int cli_usage_error(const char *prog, const char *fmt, const char *arg) {
   fprintf(stderr, "%s: ", prog);
@@ -931,6 +934,8 @@ int main(int argc, char **argv) {
   if (!strcmp(c.command, "info")) return cmd_info();
   if (!strcmp(c.command, "tokenize")) return cli_tokenize(prog, &c);
   if (!strcmp(c.command, "tokenizer")) return cli_tokenizer(prog, &c);
+  /* bf16 products' kernel family (TFM_CPU_KERNELS), before any kernel runs. */
+  if (tfm_cpu_kernels_choose()) return cli_fail(prog);
   tfm_pool *pool = NULL;
   if (tfm_pool_create(&pool, (size_t)c.threads)) return cli_fail(prog);
   if (c.profile) tfm_profile_start();

@@ -7,8 +7,16 @@
  * (native here), the AVX2 one (x86-64-v3), with and without the thread pool.
  * The GEMM sums k ascending as the evaluator does but fuses each multiply
  * and add, so elements agree to 1e-5 of sum_k |a||b| (the harness's bound
- * for dots), not bit for bit. */
+ * for dots), not bit for bit.
+ *
+ * The same sizes in bf16 run on the kernel family TFM_CPU_KERNELS names
+ * (ctest runs this suite once per family: AMX, AVX512-BF16, the widening
+ * f32 path): C holds one rounding of an f32 sum, so elements agree to one
+ * bf16 step, 2^-7 of sum_k |a||b| at most. The sizes cross the pair
+ * families' blocks too: 512-column panels (n = 1030), 128-row blocks
+ * (m = 129, 256, 450), k padded to a multiple of 32. */
 #include <stdio.h>
+#include <string.h>
 
 #include "harness.h"
 
@@ -37,20 +45,24 @@ static GraphShape operand(int64_t rows, int64_t cols, bool transposed) {
   return transposed ? SHAPE(cols, rows) : SHAPE(rows, cols);
 }
 
-static void run_modes(const char *name, Graph *g, GraphDtype precision) {
+static void run_tolerance(const char *name, Graph *g, GraphDtype precision, double tolerance) {
   EvalValues *ref = cg_reference(g, precision, 7);
   char label[96];
   snprintf(label, sizeof label, "%s native", name);
-  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 1e-5});
+  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = tolerance});
   snprintf(label, sizeof label, "%s serial", name);
-  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 1e-5, .serial = true});
+  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = tolerance, .serial = true});
   snprintf(label, sizeof label, "%s x86-64-v3", name);
-  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = 1e-5, .cpu = "x86-64-v3"});
+  cg_run(label, g, ref, &(CgRunOptions){.steps = 1, .tolerance = tolerance, .cpu = "x86-64-v3"});
   eval_free(ref);
   graph_free(g);
 }
 
-static void transposes(bool ta, bool tb) {
+static void run_modes(const char *name, Graph *g, GraphDtype precision) {
+  run_tolerance(name, g, precision, 1e-5);
+}
+
+static void transposes(GraphDtype dtype, bool ta, bool tb) {
   Graph *g = graph_new();
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
     Size s = sizes[i];
@@ -59,13 +71,14 @@ static void transposes(bool ta, bool tb) {
     snprintf(b_name, sizeof b_name, "b%zu", i);
     snprintf(c_name, sizeof c_name, "c%zu_%lldx%lldx%lld", i, (long long)s.m, (long long)s.n,
              (long long)s.k);
-    GraphId a = graph_input(g, a_name, GRAPH_F32, operand(s.m, s.k, ta));
-    GraphId b = graph_input(g, b_name, GRAPH_F32, operand(s.k, s.n, tb));
+    GraphId a = graph_input(g, a_name, dtype, operand(s.m, s.k, ta));
+    GraphId b = graph_input(g, b_name, dtype, operand(s.k, s.n, tb));
     graph_output(g, c_name, graph_dot(g, a, b, ta, tb));
   }
   char name[32];
-  snprintf(name, sizeof name, "gemm %s%s", ta ? "t" : "n", tb ? "t" : "n");
-  run_modes(name, g, GRAPH_F32);
+  snprintf(name, sizeof name, "gemm %s%s%s", dtype == GRAPH_BF16 ? "bf16 " : "", ta ? "t" : "n",
+           tb ? "t" : "n");
+  run_tolerance(name, g, GRAPH_F32, dtype == GRAPH_BF16 ? 1.0 / 128 : 1e-5);
 }
 
 /* Output `name` = dot of two new inputs named a and b. */
@@ -141,9 +154,15 @@ static void f64(void) {
   run_modes("gemm f64", g, GRAPH_F64);
 }
 
-int main(void) {
+/* "codegen_gemm bf16": the bf16 cases alone (run once per kernel family). */
+int main(int argc, char **argv) {
+  bool bf16_only = argc > 1 && strcmp(argv[1], "bf16") == 0;
   for (int t = 0; t < 4; t++)
-    transposes(t & 1, t & 2);
+    transposes(GRAPH_BF16, t & 1, t & 2);
+  if (bf16_only)
+    return cg_finish("codegen_gemm bf16");
+  for (int t = 0; t < 4; t++)
+    transposes(GRAPH_F32, t & 1, t & 2);
   batched();
   vector_rows();
   f64();
