@@ -26,8 +26,11 @@ LLVMValueRef cpu_gemm_bf16_widen_function(Gen *gen, bool ta, bool tb);
 /* A family of bf16 GEMMs on pair dot products (gemm_bf16.c's driver):
  * its micro-kernel void (i64 kp, i16 *a, i16 *b, f32 *tile) sets the
  * rows x 32 f32 tile (row stride 32) to the sums over kp (a multiple of
- * 32) of `rows` rows of a (row-major, kp a row) times two 16-column
- * strips of b in the pair layout (the second 16 kp elements on). */
+ * 32) of `rows` rows of packed A times two 16-column strips of B in the
+ * pair layout (the second 16 kp elements on). Packed A: 16-row strips
+ * (16 kp elements apart) of blocks of 16 rows x 32 k (512 elements); a
+ * points at the tile's first row (element (r, p) of a 16-row strip at
+ * (p / 32) 512 + 32 r + p % 32). */
 typedef struct CpuPairFamily {
   const char *name;     /* in its functions' names */
   const char *features; /* the target features its functions add */
@@ -38,6 +41,13 @@ typedef struct CpuPairFamily {
 } CpuPairFamily;
 extern const CpuPairFamily cpu_amx_family;        /* gemm_amx.c */
 extern const CpuPairFamily cpu_avx512bf16_family; /* gemm_avx512bf16.c */
+/* gemm_pack_bf16.c: packs the bf16 operand element (p, q) = src[p sp +
+ * min(q, count - 1) sq], p < k, q < padded (a multiple of 32), into A's
+ * blocks or (pairs) B's pair layout, with zeros for k <= p < kp;
+ * p_contiguous says which of sp and sq is 1. */
+void cpu_pack_bf16(Gen *gen, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef k, LLVMValueRef kp,
+                   LLVMValueRef count, LLVMValueRef padded, LLVMValueRef sp, LLVMValueRef sq,
+                   bool p_contiguous, bool pairs);
 /* A new internal, noinline function void name(params) with the builder at
  * its entry, adding `features` (NULL: none) to the target's. */
 LLVMValueRef cpu_gemm_function_begin(Gen *gen, const char *name, LLVMTypeRef *params,

@@ -62,18 +62,17 @@ static LLVMValueRef emit_micro(Gen *gen) {
     LLVMValueRef number = tile_number(gen, t);
     tile_call(gen, "llvm.x86.tilezero", &number, 1);
   }
-  LLVMValueRef a_stride = gen_imul(gen, kp, 2);
-  LLVMValueRef a_second = gen_element(gen, gen->i16, a, gen_imul(gen, kp, TILE_ROWS));
+  /* Both operands' tiles are 1 KiB blocks, 512 elements a k step. */
+  LLVMValueRef a_second = gen_element(gen, gen->i16, a, gen_imul(gen, kp, 16));
   LLVMValueRef b_second = gen_element(gen, gen->i16, bp, gen_imul(gen, kp, 16));
-  LLVMValueRef b_stride = gen_i64(gen, TILE_BYTES);
+  LLVMValueRef stride = gen_i64(gen, TILE_BYTES);
   GenLoop step;
   gen_loop_begin(gen, &step, gen_i64(gen, 0), LLVMBuildSDiv(b, kp, gen_i64(gen, 32), ""));
-  LLVMValueRef at = gen_imul(gen, step.index, 32);     /* k */
-  LLVMValueRef pairs = gen_imul(gen, step.index, 512); /* 16 pair rows of 32 values */
-  tile_load(gen, 4, gen_element(gen, gen->i16, a, at), a_stride);
-  tile_load(gen, 5, gen_element(gen, gen->i16, a_second, at), a_stride);
-  tile_load(gen, 6, gen_element(gen, gen->i16, bp, pairs), b_stride);
-  tile_load(gen, 7, gen_element(gen, gen->i16, b_second, pairs), b_stride);
+  LLVMValueRef at = gen_imul(gen, step.index, 512);
+  tile_load(gen, 4, gen_element(gen, gen->i16, a, at), stride);
+  tile_load(gen, 5, gen_element(gen, gen->i16, a_second, at), stride);
+  tile_load(gen, 6, gen_element(gen, gen->i16, bp, at), stride);
+  tile_load(gen, 7, gen_element(gen, gen->i16, b_second, at), stride);
   static const int products[4][3] = {{0, 4, 6}, {1, 4, 7}, {2, 5, 6}, {3, 5, 7}};
   for (int i = 0; i < 4; i++) {
     LLVMValueRef args[3] = {tile_number(gen, products[i][0]), tile_number(gen, products[i][1]),

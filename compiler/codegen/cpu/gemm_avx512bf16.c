@@ -29,17 +29,21 @@ static LLVMValueRef emit_micro(Gen *gen) {
     }
   LLVMValueRef strips[2] = {bp, gen_element(gen, gen->i16, bp, gen_imul(gen, kp, 16))};
   LLVMTypeRef i32p = LLVMPointerType(gen->i32, 0);
-  GenLoop p;
-  gen_loop_begin(gen, &p, gen_i64(gen, 0), LLVMBuildSDiv(b, kp, gen_i64(gen, 2), ""));
+  /* Over k steps of 32 (A's blocks of 512), and the 16 pairs of each. */
+  GenLoop block, p;
+  gen_loop_begin(gen, &block, gen_i64(gen, 0), LLVMBuildSDiv(b, kp, gen_i64(gen, 32), ""));
+  LLVMValueRef a_block = gen_element(gen, gen->i16, a, gen_imul(gen, block.index, 512));
+  gen_loop_begin(gen, &p, gen_i64(gen, 0), gen_i64(gen, 16));
+  LLVMValueRef pair_row = gen_iadd(gen, gen_imul(gen, block.index, 16), p.index);
   LLVMValueRef pairs[2];
   for (int v = 0; v < 2; v++) {
-    LLVMValueRef at = gen_element(gen, gen->i16, strips[v], gen_imul(gen, p.index, 32));
+    LLVMValueRef at = gen_element(gen, gen->i16, strips[v], gen_imul(gen, pair_row, 32));
     pairs[v] = LLVMBuildLoad2(b, pair_type, LLVMBuildBitCast(b, at, LLVMPointerType(pair_type, 0), ""), "");
     LLVMSetAlignment(pairs[v], 64);
   }
   for (int r = 0; r < ROWS; r++) {
-    LLVMValueRef at = gen_iadd(gen, LLVMBuildMul(b, gen_i64(gen, r), kp, ""), gen_imul(gen, p.index, 2));
-    LLVMValueRef pair = LLVMBuildLoad2(b, gen->i32, LLVMBuildBitCast(b, gen_element(gen, gen->i16, a, at), i32p, ""), "");
+    LLVMValueRef at = gen_iadd(gen, gen_i64(gen, r * 32), gen_imul(gen, p.index, 2));
+    LLVMValueRef pair = LLVMBuildLoad2(b, gen->i32, LLVMBuildBitCast(b, gen_element(gen, gen->i16, a_block, at), i32p, ""), "");
     LLVMSetAlignment(pair, 4);
     LLVMValueRef splat = gen_splat(gen, pair, 16);
     for (int v = 0; v < 2; v++) {
@@ -49,6 +53,7 @@ static LLVMValueRef emit_micro(Gen *gen) {
     }
   }
   gen_loop_end(gen, &p);
+  gen_loop_end(gen, &block);
   for (int r = 0; r < ROWS; r++)
     for (int v = 0; v < 2; v++) {
       LLVMValueRef at = gen_element(gen, gen->f32, c, gen_i64(gen, r * 32 + v * 16));

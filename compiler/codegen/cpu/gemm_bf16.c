@@ -9,7 +9,8 @@
  * (a[i][2p] b[2p][j] + a[i][2p+1] b[2p+1][j]) into f32 sums, so both read
  * B packed in the pair-interleaved ("VNNI") layout: 16-column strips, each
  * row of a strip a pair of k steps, 16 columns x 2 values (64 bytes, one
- * AMX tile row or one zmm register). A is packed row-major. k is padded
+ * AMX tile row or one zmm register). A is packed in AMX tiles' blocks of
+ * 16 rows x 32 k (packed_index). k is padded
  * with zeros to a multiple of 32 (one AMX tile's depth), so every
  * micro-kernel runs all of k at once and holds each element's whole sum in
  * f32 (tiles or registers); it is rounded once into C. Rows and columns
@@ -50,48 +51,6 @@ static void stride_loop_begin(Gen *gen, GenLoop *loop, LLVMValueRef end, int64_t
 static void stride_loop_end(Gen *gen, GenLoop *loop) {
   loop->index = LLVMBuildLoad2(gen->builder, gen->i64, loop->counter, "");
   gen_loop_end(gen, loop);
-}
-
-/* Where packed element (p, q) goes: q-th row of A's block (row-major,
- * kp per row), or B's pair layout (q the column). */
-static LLVMValueRef packed_index(Gen *gen, LLVMValueRef p, LLVMValueRef q, LLVMValueRef kp,
-                                 bool pairs) {
-  LLVMBuilderRef b = gen->builder;
-  if (!pairs)
-    return gen_iadd(gen, LLVMBuildMul(b, q, kp, ""), p);
-  LLVMValueRef strip = LLVMBuildMul(b, LLVMBuildAShr(b, q, gen_i64(gen, 4), ""),
-                                    gen_imul(gen, kp, 16), "");
-  LLVMValueRef row = gen_imul(gen, LLVMBuildAShr(b, p, gen_i64(gen, 1), ""), 32);
-  LLVMValueRef lane = gen_iadd(gen, gen_imul(gen, LLVMBuildAnd(b, q, gen_i64(gen, 15), ""), 2),
-                               LLVMBuildAnd(b, p, gen_i64(gen, 1), ""));
-  return gen_iadd(gen, gen_iadd(gen, strip, row), lane);
-}
-
-/* Packs element (p, q) = src[p * sp + min(q, count - 1) * sq] for p < k,
- * q < padded (a multiple of 32), and zeros for k <= p < kp. The loops run
- * along whichever of p and q is contiguous in memory. */
-static void emit_pack(Gen *gen, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef k,
-                      LLVMValueRef kp, LLVMValueRef count, LLVMValueRef padded, LLVMValueRef sp,
-                      LLVMValueRef sq, bool p_contiguous, bool pairs) {
-  LLVMBuilderRef b = gen->builder;
-  LLVMValueRef last = LLVMBuildSub(b, count, gen_i64(gen, 1), "");
-  GenLoop outer, inner;
-  gen_loop_begin(gen, &outer, gen_i64(gen, 0), p_contiguous ? padded : k);
-  gen_loop_begin(gen, &inner, gen_i64(gen, 0), p_contiguous ? k : padded);
-  LLVMValueRef p = p_contiguous ? inner.index : outer.index;
-  LLVMValueRef q = p_contiguous ? outer.index : inner.index;
-  LLVMValueRef from = gen_iadd(gen, LLVMBuildMul(b, p, sp, ""),
-                               LLVMBuildMul(b, min64(gen, q, last), sq, ""));
-  LLVMBuildStore(b, gen_load_at(gen, gen->i16, src, from),
-                 gen_element(gen, gen->i16, dst, packed_index(gen, p, q, kp, pairs)));
-  gen_loop_end(gen, &inner);
-  gen_loop_end(gen, &outer);
-  gen_loop_begin(gen, &outer, gen_i64(gen, 0), padded);
-  gen_loop_begin(gen, &inner, k, kp);
-  LLVMBuildStore(b, LLVMConstInt(gen->i16, 0, false),
-                 gen_element(gen, gen->i16, dst, packed_index(gen, inner.index, outer.index, kp, pairs)));
-  gen_loop_end(gen, &inner);
-  gen_loop_end(gen, &outer);
 }
 
 static LLVMValueRef thread_scratch(Gen *gen, LLVMValueRef bytes) {
@@ -152,19 +111,22 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
   LLVMValueRef nc = min64(gen, gen_i64(gen, PANEL_COLUMNS), LLVMBuildSub(b, n, jc.index, ""));
   /* B(p, j) at p * sp + j * sq */
   LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
-  emit_pack(gen, bpack, gen_element(gen, gen->i16, bm, LLVMBuildMul(b, jc.index, bsq, "")), k, kp,
+  cpu_pack_bf16(gen, bpack, gen_element(gen, gen->i16, bm, LLVMBuildMul(b, jc.index, bsq, "")), k, kp,
             nc, round_up(gen, nc, 32), bsp, bsq, tb, true);
   stride_loop_begin(gen, &ic, m, BLOCK_ROWS);
   LLVMValueRef mc = min64(gen, gen_i64(gen, BLOCK_ROWS), LLVMBuildSub(b, m, ic.index, ""));
   /* A(i, p) at p * sp + i * sq */
   LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
-  emit_pack(gen, apack, gen_element(gen, gen->i16, a, LLVMBuildMul(b, ic.index, asq, "")), k, kp,
+  cpu_pack_bf16(gen, apack, gen_element(gen, gen->i16, a, LLVMBuildMul(b, ic.index, asq, "")), k, kp,
             mc, round_up(gen, mc, 32), asp, asq, !ta, false);
   stride_loop_begin(gen, &jr, nc, 32);
   LLVMValueRef cols = min64(gen, gen_i64(gen, 32), LLVMBuildSub(b, nc, jr.index, ""));
   stride_loop_begin(gen, &ir, mc, family->rows);
   LLVMValueRef rows = min64(gen, gen_i64(gen, family->rows), LLVMBuildSub(b, mc, ir.index, ""));
-  LLVMValueRef call[4] = {kp, gen_element(gen, gen->i16, apack, LLVMBuildMul(b, ir.index, kp, "")),
+  /* The micro tile's first row: its strip, and its row in the strip. */
+  LLVMValueRef arow = gen_iadd(gen, LLVMBuildMul(b, LLVMBuildAnd(b, ir.index, gen_i64(gen, -16), ""), kp, ""),
+                               gen_imul(gen, LLVMBuildAnd(b, ir.index, gen_i64(gen, 15), ""), 32));
+  LLVMValueRef call[4] = {kp, gen_element(gen, gen->i16, apack, arow),
                           gen_element(gen, gen->i16, bpack, LLVMBuildMul(b, jr.index, kp, "")),
                           tile};
   LLVMBuildCall2(b, LLVMGlobalGetValueType(micro), micro, call, 4, "");

@@ -1,0 +1,164 @@
+/* Packing bf16 operands for the pair families' GEMM (gemm_bf16.c): A in
+ * AMX tiles' blocks, B in the pair-interleaved layout (cpu_internal.h).
+ * Element by element, with its index arithmetic, packing took more time
+ * than the AMX products of a 2048 GEMM; so the common cases move whole
+ * vectors: A's rows 32 k at a time (64 bytes, one block row), B's rows two
+ * at a time interleaved into pair rows, a transposed B's pairs as 32-bit
+ * values. What is left (k past those, columns past whole strips, a
+ * transposed A) goes element by element. */
+#include "cpu_internal.h"
+
+static LLVMValueRef min64(Gen *gen, LLVMValueRef a, LLVMValueRef b) {
+  LLVMBuilderRef bl = gen->builder;
+  return LLVMBuildSelect(bl, LLVMBuildICmp(bl, LLVMIntSLT, a, b, ""), a, b, "");
+}
+
+static LLVMValueRef and64(Gen *gen, LLVMValueRef a, int64_t mask) {
+  return LLVMBuildAnd(gen->builder, a, gen_i64(gen, mask), "");
+}
+
+static LLVMValueRef shr64(Gen *gen, LLVMValueRef a, int64_t bits) {
+  return LLVMBuildAShr(gen->builder, a, gen_i64(gen, bits), "");
+}
+
+/* Where packed element (p, q) goes. A (q a row): 16-row strips of kp/32
+ * blocks of 16 rows x 32 k (one AMX tile, 1 KiB, contiguous: tiles of rows
+ * kp apart would all fall in one set of the L1 cache). B (q a column):
+ * 16-column strips of kp/2 pair rows of 16 columns x 2 k. */
+static LLVMValueRef packed_index(Gen *gen, LLVMValueRef p, LLVMValueRef q, LLVMValueRef kp,
+                                 bool pairs) {
+  LLVMValueRef strip = LLVMBuildMul(gen->builder, shr64(gen, q, 4), gen_imul(gen, kp, 16), "");
+  LLVMValueRef in_strip = and64(gen, q, 15);
+  if (!pairs)
+    return gen_iadd(gen, gen_iadd(gen, strip, gen_imul(gen, shr64(gen, p, 5), 512)),
+                    gen_iadd(gen, gen_imul(gen, in_strip, 32), and64(gen, p, 31)));
+  LLVMValueRef lane = gen_iadd(gen, gen_imul(gen, in_strip, 2), and64(gen, p, 1));
+  return gen_iadd(gen, gen_iadd(gen, strip, gen_imul(gen, shr64(gen, p, 1), 32)), lane);
+}
+
+/* The source's element (p, q): row or column q clamped to the last. */
+typedef struct Source {
+  LLVMValueRef base, sp, sq, last;
+} Source;
+
+static LLVMValueRef source_at(Gen *gen, const Source *s, LLVMValueRef p, LLVMValueRef q) {
+  LLVMBuilderRef b = gen->builder;
+  return gen_element(gen, gen->i16, s->base,
+                     gen_iadd(gen, LLVMBuildMul(b, p, s->sp, ""),
+                              LLVMBuildMul(b, min64(gen, q, s->last), s->sq, "")));
+}
+
+/* Element by element over p in [p0, p1), q in [q0, q1), along the
+ * contiguous one. */
+static void pack_elements(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValueRef kp,
+                          LLVMValueRef p0, LLVMValueRef p1, LLVMValueRef q0, LLVMValueRef q1,
+                          bool p_contiguous, bool pairs) {
+  GenLoop outer, inner;
+  gen_loop_begin(gen, &outer, p_contiguous ? q0 : p0, p_contiguous ? q1 : p1);
+  gen_loop_begin(gen, &inner, p_contiguous ? p0 : q0, p_contiguous ? p1 : q1);
+  LLVMValueRef p = p_contiguous ? inner.index : outer.index;
+  LLVMValueRef q = p_contiguous ? outer.index : inner.index;
+  LLVMBuildStore(gen->builder, LLVMBuildLoad2(gen->builder, gen->i16, source_at(gen, s, p, q), ""),
+                 gen_element(gen, gen->i16, dst, packed_index(gen, p, q, kp, pairs)));
+  gen_loop_end(gen, &inner);
+  gen_loop_end(gen, &outer);
+}
+
+static LLVMValueRef load_vector(Gen *gen, LLVMTypeRef vt, LLVMValueRef at, unsigned align) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef x = LLVMBuildLoad2(b, vt, LLVMBuildBitCast(b, at, LLVMPointerType(vt, 0), ""), "");
+  LLVMSetAlignment(x, align);
+  return x;
+}
+
+static void store_vector(Gen *gen, LLVMValueRef x, LLVMValueRef at, unsigned align) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef s = LLVMBuildStore(b, x, LLVMBuildBitCast(b, at, LLVMPointerType(LLVMTypeOf(x), 0), ""));
+  LLVMSetAlignment(s, align);
+}
+
+/* A with k contiguous: each row's whole 32-k blocks as 64-byte copies;
+ * returns where the element-by-element part starts in p. */
+static LLVMValueRef pack_a_rows(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValueRef k,
+                                LLVMValueRef kp, LLVMValueRef padded) {
+  LLVMTypeRef vt = LLVMVectorType(gen->i16, 32);
+  LLVMValueRef whole = shr64(gen, k, 5);
+  GenLoop q, block;
+  gen_loop_begin(gen, &q, gen_i64(gen, 0), padded);
+  gen_loop_begin(gen, &block, gen_i64(gen, 0), whole);
+  LLVMValueRef p = gen_imul(gen, block.index, 32);
+  store_vector(gen, load_vector(gen, vt, source_at(gen, s, p, q.index), 2),
+               gen_element(gen, gen->i16, dst, packed_index(gen, p, q.index, kp, false)), 64);
+  gen_loop_end(gen, &block);
+  gen_loop_end(gen, &q);
+  return gen_imul(gen, whole, 32);
+}
+
+/* B with columns contiguous: rows p and p + 1 of each whole 16-column
+ * strip interleaved into one 64-byte pair row. Covers p < k rounded down
+ * to even, q < count rounded down to 16. */
+static void pack_b_rows(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValueRef kp,
+                        LLVMValueRef pairs, LLVMValueRef strips) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef vt = LLVMVectorType(gen->i16, 16);
+  LLVMValueRef mask[32];
+  for (int i = 0; i < 32; i++)
+    mask[i] = gen_i32(gen, (i % 2) * 16 + i / 2); /* row p's column j, then row p + 1's */
+  GenLoop r, strip;
+  gen_loop_begin(gen, &r, gen_i64(gen, 0), pairs);
+  gen_loop_begin(gen, &strip, gen_i64(gen, 0), strips);
+  LLVMValueRef p = gen_imul(gen, r.index, 2), q = gen_imul(gen, strip.index, 16);
+  LLVMValueRef first = load_vector(gen, vt, source_at(gen, s, p, q), 2);
+  LLVMValueRef second = load_vector(gen, vt, source_at(gen, s, gen_iadd(gen, p, gen_i64(gen, 1)), q), 2);
+  LLVMValueRef row = LLVMBuildShuffleVector(b, first, second, LLVMConstVector(mask, 32), "");
+  store_vector(gen, row, gen_element(gen, gen->i16, dst, packed_index(gen, p, q, kp, true)), 64);
+  gen_loop_end(gen, &strip);
+  gen_loop_end(gen, &r);
+}
+
+/* B with k contiguous (transposed): each column's pairs as 32-bit copies,
+ * p < k rounded down to even. */
+static void pack_b_columns(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValueRef kp,
+                           LLVMValueRef pairs, LLVMValueRef padded) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef i32p = LLVMPointerType(gen->i32, 0);
+  GenLoop q, r;
+  gen_loop_begin(gen, &q, gen_i64(gen, 0), padded);
+  gen_loop_begin(gen, &r, gen_i64(gen, 0), pairs);
+  LLVMValueRef p = gen_imul(gen, r.index, 2);
+  LLVMValueRef x = LLVMBuildLoad2(b, gen->i32, LLVMBuildBitCast(b, source_at(gen, s, p, q.index), i32p, ""), "");
+  LLVMSetAlignment(x, 2);
+  LLVMValueRef to = gen_element(gen, gen->i16, dst, packed_index(gen, p, q.index, kp, true));
+  LLVMSetAlignment(LLVMBuildStore(b, x, LLVMBuildBitCast(b, to, i32p, "")), 4);
+  gen_loop_end(gen, &r);
+  gen_loop_end(gen, &q);
+}
+
+void cpu_pack_bf16(Gen *gen, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef k, LLVMValueRef kp,
+                   LLVMValueRef count, LLVMValueRef padded, LLVMValueRef sp, LLVMValueRef sq,
+                   bool p_contiguous, bool pairs) {
+  Source s = {src, sp, sq, LLVMBuildSub(gen->builder, count, gen_i64(gen, 1), "")};
+  LLVMValueRef zero = gen_i64(gen, 0), even = and64(gen, k, -2);
+  if (!pairs && p_contiguous) {
+    LLVMValueRef done = pack_a_rows(gen, dst, &s, k, kp, padded);
+    pack_elements(gen, dst, &s, kp, done, k, zero, padded, true, false);
+  } else if (pairs && !p_contiguous) {
+    LLVMValueRef whole = and64(gen, count, -16);
+    pack_b_rows(gen, dst, &s, kp, shr64(gen, k, 1), shr64(gen, whole, 4));
+    pack_elements(gen, dst, &s, kp, zero, even, whole, padded, false, true);
+    pack_elements(gen, dst, &s, kp, even, k, zero, padded, false, true);
+  } else if (pairs) {
+    pack_b_columns(gen, dst, &s, kp, shr64(gen, k, 1), padded);
+    pack_elements(gen, dst, &s, kp, even, k, zero, padded, true, true);
+  } else {
+    pack_elements(gen, dst, &s, kp, zero, k, zero, padded, false, false);
+  }
+  /* k's padding: zeros (a copy of a real value times zero could be NaN). */
+  GenLoop q, p;
+  gen_loop_begin(gen, &q, zero, padded);
+  gen_loop_begin(gen, &p, k, kp);
+  LLVMBuildStore(gen->builder, LLVMConstInt(gen->i16, 0, false),
+                 gen_element(gen, gen->i16, dst, packed_index(gen, p.index, q.index, kp, pairs)));
+  gen_loop_end(gen, &p);
+  gen_loop_end(gen, &q);
+}
