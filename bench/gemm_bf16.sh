@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The generated bf16 GEMM per kernel family (AMX, AVX512-BF16, the widening
 # f32 path) against torch.matmul on bf16 (oneDNN), 2 threads each, in the same
-# run: ROUNDS rounds, each running gemm_bf16_bench once per family and the
-# peer once, alternating; prints per case each side's median over the rounds,
-# GFLOP/s, and the ratio peer time / ours (> 1: ours faster).
+# run: ROUNDS rounds, each running, case by case, gemm_bf16_bench once per
+# family and the peer once, alternating; prints per case each side's median
+# over the rounds, GFLOP/s, and the ratio peer time / ours (> 1: ours faster).
 # usage: bench/gemm_bf16.sh BUILD_DIR PYTHON [ROUNDS [FILTER]]
 #   (PYTHON: one with PyTorch 2.x, e.g. /work/benchenv/bin/python)
 set -eu
@@ -11,11 +11,16 @@ build=$1 python=$2 rounds=${3:-3} filter=${4:-}
 here=$(cd "$(dirname "$0")" && pwd)
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+# Case by case, so that each side's runs of a case are seconds apart (the
+# load on a shared machine moves within minutes); the names are the C list's.
+cases=$(awk -F'"' '/^    \{"/ { print $2 }' "$here/gemm_bf16_bench.c" | grep -F -- "$filter")
 for r in $(seq "$rounds"); do
-  for family in amx avx512bf16 avx2; do
-    TFM_CPU_KERNELS=$family "$build/bench/gemm_bf16_bench" 3 "$filter" >> "$out/times"
-  done
-  "$python" "$here/peer_matmul_bf16.py" 3 "$filter" >> "$out/times" 2>> "$out/peer"
+  while IFS= read -r case; do
+    for family in amx avx512bf16 avx2; do
+      TFM_CPU_KERNELS=$family "$build/bench/gemm_bf16_bench" 3 "$case" >> "$out/times"
+    done
+    "$python" "$here/peer_matmul_bf16.py" 3 "$case" >> "$out/times" 2>> "$out/peer"
+  done <<< "$cases"
 done
 sort -u "$out/peer"
 awk -F'\t' '

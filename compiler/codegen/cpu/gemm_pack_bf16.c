@@ -3,9 +3,10 @@
  * Element by element, with its index arithmetic, packing took more time
  * than the AMX products of a 2048 GEMM; so the common cases move whole
  * vectors: A's rows 32 k at a time (64 bytes, one block row), B's rows two
- * at a time interleaved into pair rows, a transposed B's pairs as 32-bit
- * values. What is left (k past those, columns past whole strips, a
- * transposed A) goes element by element. */
+ * at a time interleaved into pair rows, a transposed A's the same way into
+ * its rows' pairs, a transposed B's pairs as 32-bit values. What is left
+ * (k past those, rows or columns past whole strips) goes element by
+ * element. */
 #include "cpu_internal.h"
 
 static LLVMValueRef min64(Gen *gen, LLVMValueRef a, LLVMValueRef b) {
@@ -94,16 +95,18 @@ static LLVMValueRef pack_a_rows(Gen *gen, LLVMValueRef dst, const Source *s, LLV
   return gen_imul(gen, whole, 32);
 }
 
-/* B with columns contiguous: rows p and p + 1 of each whole 16-column
- * strip interleaved into one 64-byte pair row. Covers p < k rounded down
- * to even, q < count rounded down to 16. */
-static void pack_b_rows(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValueRef kp,
-                        LLVMValueRef pairs, LLVMValueRef strips) {
+/* An operand whose q is contiguous, rows p and p + 1 of each whole
+ * 16-wide strip of q interleaved into 16 pairs: B's pair row, stored
+ * whole; or (a transposed A) the 16 rows' pairs, stored as 32-bit values
+ * 64 bytes apart. Covers p < k rounded down to even, q < count rounded
+ * down to 16. */
+static void pack_row_pairs(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValueRef kp,
+                           LLVMValueRef pairs, LLVMValueRef strips, bool b_pairs) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef vt = LLVMVectorType(gen->i16, 16);
   LLVMValueRef mask[32];
   for (int i = 0; i < 32; i++)
-    mask[i] = gen_i32(gen, (i % 2) * 16 + i / 2); /* row p's column j, then row p + 1's */
+    mask[i] = gen_i32(gen, (i % 2) * 16 + i / 2); /* row p's element j, then row p + 1's */
   GenLoop r, strip;
   gen_loop_begin(gen, &r, gen_i64(gen, 0), pairs);
   gen_loop_begin(gen, &strip, gen_i64(gen, 0), strips);
@@ -111,7 +114,17 @@ static void pack_b_rows(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValueRe
   LLVMValueRef first = load_vector(gen, vt, source_at(gen, s, p, q), 2);
   LLVMValueRef second = load_vector(gen, vt, source_at(gen, s, gen_iadd(gen, p, gen_i64(gen, 1)), q), 2);
   LLVMValueRef row = LLVMBuildShuffleVector(b, first, second, LLVMConstVector(mask, 32), "");
-  store_vector(gen, row, gen_element(gen, gen->i16, dst, packed_index(gen, p, q, kp, true)), 64);
+  LLVMValueRef to = gen_element(gen, gen->i16, dst, packed_index(gen, p, q, kp, b_pairs));
+  if (b_pairs) {
+    store_vector(gen, row, to, 64);
+  } else {
+    LLVMValueRef values = LLVMBuildBitCast(b, row, LLVMVectorType(gen->i32, 16), "");
+    for (int j = 0; j < 16; j++) {
+      LLVMValueRef at = LLVMBuildBitCast(b, gen_element(gen, gen->i16, to, gen_i64(gen, 32 * j)),
+                                         LLVMPointerType(gen->i32, 0), "");
+      LLVMSetAlignment(LLVMBuildStore(b, LLVMBuildExtractElement(b, values, gen_i32(gen, j), ""), at), 4);
+    }
+  }
   gen_loop_end(gen, &strip);
   gen_loop_end(gen, &r);
 }
@@ -142,16 +155,14 @@ void cpu_pack_bf16(Gen *gen, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef k,
   if (!pairs && p_contiguous) {
     LLVMValueRef done = pack_a_rows(gen, dst, &s, k, kp, padded);
     pack_elements(gen, dst, &s, kp, done, k, zero, padded, true, false);
-  } else if (pairs && !p_contiguous) {
+  } else if (!p_contiguous) {
     LLVMValueRef whole = and64(gen, count, -16);
-    pack_b_rows(gen, dst, &s, kp, shr64(gen, k, 1), shr64(gen, whole, 4));
-    pack_elements(gen, dst, &s, kp, zero, even, whole, padded, false, true);
-    pack_elements(gen, dst, &s, kp, even, k, zero, padded, false, true);
-  } else if (pairs) {
+    pack_row_pairs(gen, dst, &s, kp, shr64(gen, k, 1), shr64(gen, whole, 4), pairs);
+    pack_elements(gen, dst, &s, kp, zero, even, whole, padded, false, pairs);
+    pack_elements(gen, dst, &s, kp, even, k, zero, padded, false, pairs);
+  } else {
     pack_b_columns(gen, dst, &s, kp, shr64(gen, k, 1), padded);
     pack_elements(gen, dst, &s, kp, even, k, zero, padded, true, true);
-  } else {
-    pack_elements(gen, dst, &s, kp, zero, k, zero, padded, false, false);
   }
   /* k's padding: zeros (a copy of a real value times zero could be NaN). */
   GenLoop q, p;
