@@ -19,7 +19,11 @@ for r in $(seq "$rounds"); do
     for family in amx avx512bf16 avx2; do
       TFM_CPU_KERNELS=$family "$build/bench/gemm_bf16_bench" 3 "$case" >> "$out/times"
     done
-    "$python" "$here/peer_matmul_bf16.py" 3 "$case" >> "$out/times" 2>> "$out/peer"
+    # OpenMP's workers sleep between calls instead of spinning: on a loaded
+    # 2-core machine a spinning worker that lost its core stalled every
+    # barrier (the gpt shapes ran at 38 GFLOP/s spinning, 435 sleeping).
+    OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} \
+      "$python" "$here/peer_matmul_bf16.py" 3 "$case" >> "$out/times" 2>> "$out/peer"
   done <<< "$cases"
 done
 sort -u "$out/peer"

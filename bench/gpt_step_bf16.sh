@@ -31,7 +31,9 @@ for r in $(seq "$rounds"); do
     echo "$family $(TFM_CPU_KERNELS=$family step_median)" >> "$work/times"
   done
   if [ -f "$peer" ]; then
-    ms=$("$python" "$peer" torch-eager-bf16 2 | awk '/median step/ { print $4 }')
+    # OpenMP's workers sleep rather than spin (bench/gemm_bf16.sh says why).
+    ms=$(OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE} "$python" "$peer" torch-eager-bf16 2 |
+         awk '/median step/ { print $4 }')
     echo "torch-eager-bf16 $(awk -v ms="$ms" 'BEGIN { print ms / 1000 }')" >> "$work/times"
   fi
 done

@@ -9,9 +9,9 @@
  * and add, so elements agree to 1e-5 of sum_k |a||b| (the harness's bound
  * for dots), not bit for bit.
  *
- * The same sizes in bf16 run on the kernel family TFM_CPU_KERNELS names
- * (ctest runs this suite once per family: AMX, AVX512-BF16, the widening
- * f32 path): C holds one rounding of an f32 sum, so elements agree to one
+ * `codegen_gemm bf16` runs the same sizes in bf16 on the kernel family
+ * TFM_CPU_KERNELS names (ctest runs it once per family: AMX, AVX512-BF16,
+ * the widening f32 path): C holds one rounding of an f32 sum, so elements agree to one
  * bf16 step, 2^-7 of sum_k |a||b| at most. The sizes cross the pair
  * families' blocks too: 512-column panels (n = 1030), 128-row blocks
  * (m = 129, 256, 450), k padded to a multiple of 32. */
@@ -154,13 +154,14 @@ static void f64(void) {
   run_modes("gemm f64", g, GRAPH_F64);
 }
 
-/* "codegen_gemm bf16": the bf16 cases alone (run once per kernel family). */
+/* "codegen_gemm bf16": the bf16 cases, which ctest runs once per kernel
+ * family; without it, the f32 and f64 ones. */
 int main(int argc, char **argv) {
-  bool bf16_only = argc > 1 && strcmp(argv[1], "bf16") == 0;
-  for (int t = 0; t < 4; t++)
-    transposes(GRAPH_BF16, t & 1, t & 2);
-  if (bf16_only)
+  if (argc > 1 && strcmp(argv[1], "bf16") == 0) {
+    for (int t = 0; t < 4; t++)
+      transposes(GRAPH_BF16, t & 1, t & 2);
     return cg_finish("codegen_gemm bf16");
+  }
   for (int t = 0; t < 4; t++)
     transposes(GRAPH_F32, t & 1, t & 2);
   batched();
