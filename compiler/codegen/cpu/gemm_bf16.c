@@ -62,6 +62,28 @@ static LLVMValueRef thread_scratch(Gen *gen, LLVMValueRef bytes) {
   return LLVMBuildCall2(gen->builder, type, fn, &bytes, 1, "scratch");
 }
 
+/* 32 f32 sums at `from` rounded to bf16 at `to`: vcvtne2ps2bf16 rounds to
+ * nearest even and keeps NaN a (quiet) NaN, as gen_bf16_narrow does; it
+ * flushes an f32 below 2^-126 to zero, a difference smaller than any
+ * tolerance the bf16 products are held to. Both pair families' functions
+ * have AVX512-BF16. */
+static void emit_round_row(Gen *gen, LLVMValueRef from, LLVMValueRef to) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef half = LLVMVectorType(gen->f32, 16);
+  LLVMValueRef sums[2];
+  for (int h = 0; h < 2; h++) {
+    LLVMValueRef at = LLVMBuildBitCast(b, gen_element(gen, gen->f32, from, gen_i64(gen, 16 * h)),
+                                       LLVMPointerType(half, 0), "");
+    sums[h] = LLVMBuildLoad2(b, half, at, "");
+    LLVMSetAlignment(sums[h], 4);
+  }
+  /* The second operand fills the low half. */
+  LLVMValueRef args[2] = {sums[1], sums[0]};
+  LLVMValueRef bits = gen_intrinsic(gen, "llvm.x86.avx512bf16.cvtne2ps2bf16.512", NULL, 0, args, 2);
+  LLVMValueRef out = LLVMBuildStore(b, bits, LLVMBuildBitCast(b, to, LLVMPointerType(LLVMTypeOf(bits), 0), ""));
+  LLVMSetAlignment(out, 2);
+}
+
 LLVMValueRef cpu_gemm_function_begin(Gen *gen, const char *name, LLVMTypeRef *params,
                                      int num_params, const char *features) {
   LLVMValueRef fn = LLVMAddFunction(
@@ -130,11 +152,24 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
                           gen_element(gen, gen->i16, bpack, LLVMBuildMul(b, jr.index, kp, "")),
                           tile};
   LLVMBuildCall2(b, LLVMGlobalGetValueType(micro), micro, call, 4, "");
-  /* The tile's sums, rounded once into C. */
+  /* The tile's sums, rounded once into C: a tile of whole rows with
+   * vcvtne2ps2bf16, a row's 32 sums at once; a part of one element by
+   * element (gen_bf16_narrow). */
   LLVMValueRef corner = gen_element(
       gen, gen->i16, c,
       gen_iadd(gen, LLVMBuildMul(b, gen_iadd(gen, ic.index, ir.index), ldc, ""),
                gen_iadd(gen, jc.index, jr.index)));
+  LLVMBasicBlockRef whole = LLVMAppendBasicBlockInContext(gen->context, fn, "whole_rows");
+  LLVMBasicBlockRef part = LLVMAppendBasicBlockInContext(gen->context, fn, "part_rows");
+  LLVMBasicBlockRef stored = LLVMAppendBasicBlockInContext(gen->context, fn, "stored");
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, cols, gen_i64(gen, 32), ""), whole, part);
+  LLVMPositionBuilderAtEnd(b, whole);
+  gen_loop_begin(gen, &r, gen_i64(gen, 0), rows);
+  emit_round_row(gen, gen_element(gen, gen->f32, tile, gen_imul(gen, r.index, 32)),
+                 gen_element(gen, gen->i16, corner, LLVMBuildMul(b, r.index, ldc, "")));
+  gen_loop_end(gen, &r);
+  LLVMBuildBr(b, stored);
+  LLVMPositionBuilderAtEnd(b, part);
   gen_loop_begin(gen, &r, gen_i64(gen, 0), rows);
   gen_loop_begin(gen, &j, gen_i64(gen, 0), cols);
   LLVMValueRef v = gen_load_at(gen, gen->f32, tile, gen_iadd(gen, gen_imul(gen, r.index, 32), j.index));
@@ -142,6 +177,8 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
                   gen_element(gen, gen->i16, corner, gen_iadd(gen, LLVMBuildMul(b, r.index, ldc, ""), j.index)));
   gen_loop_end(gen, &j);
   gen_loop_end(gen, &r);
+  LLVMBuildBr(b, stored);
+  LLVMPositionBuilderAtEnd(b, stored);
   stride_loop_end(gen, &ir);
   stride_loop_end(gen, &jr);
   stride_loop_end(gen, &ic);
