@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cpu_variant.h"
 #include "dist.h"
 #include "pretrained.h"
 #include "train_dist.h"
@@ -817,6 +818,9 @@ static int cmd_info(void) {
   printf("model %s (compiled from %s)\nconfig:\n", tfm_model.name, tfm_model.source);
   for (int32_t i = 0; i < tfm_model.num_config; i++)
     printf("  %-16s = %s\n", tfm_model.config_keys[i], tfm_model.config_values[i]);
+  if (tfm_model.cpu_dispatch)
+    printf("cpu variant: %s (of avx2, avx512, amx; TFM_CPU_VARIANT forces one)\n",
+           tfm_cpu_variant_name(tfm_cpu_variant()));
   print_graph(tfm_model.train);
   print_graph(tfm_model.forward);
   print_graph(tfm_model.inspect);
@@ -927,6 +931,9 @@ int main(int argc, char **argv) {
   if (!strcmp(c.command, "train") && c.load)
     return cli_usage_error(prog, "%s", "train does not read --load: to continue a run, give its "
                                    "checkpoint as --save and add --resume");
+  /* A dispatching binary says now, not from inside a graph, that it cannot run here. */
+  int32_t variant;
+  if (tfm_model.cpu_dispatch && tfm_cpu_variant_select(&variant)) return cli_fail(prog);
   if (!strcmp(c.command, "average")) return cmd_average(prog, &c);
   if (!strcmp(c.command, "info")) return cmd_info();
   if (!strcmp(c.command, "tokenize")) return cli_tokenize(prog, &c);

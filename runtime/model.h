@@ -98,6 +98,9 @@ typedef struct tfm_model_info {
   const tfm_graph_desc *decode;   /* one token per batch row: inputs tokens [B, 1] and
                                      pos [B], the key/value caches as states, output
                                      logits [B, 1, V]; NULL when the model has none */
+  int32_t cpu_dispatch;           /* built with --cpu generic-dispatch: each graph's code
+                                     for several x86-64 levels, one chosen at start-up
+                                     (cpu_variant.h) */
 } tfm_model_info;
 
 /* --- a graph instance: its arena and buffers ------------------------------- */
