@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "cpu_variant.h"
 #include "dist.h"
+#include "gpu.h"
 #include "pretrained.h"
 #include "train_dist.h"
 #include "tokenizer.h"
@@ -102,7 +103,11 @@ static const char usage[] =
     "                     text's held-out tail); tools/report.py draws it\n"
     "  --profile          at the end, print to stderr the time of each kernel (calls,\n"
     "                     total ms, %% of its graph's run time, GFLOP/s, GB/s), per\n"
-    "                     graph, slowest first, then the graph's total\n"
+    "                     graph, slowest first, then the graph's total; on the GPU\n"
+    "                     also the launches per step ('1 graph launch (N kernels,\n"
+    "                     C copies)': a CUDA graph's kernels are not timed one by one)\n"
+    "  --no-cuda-graph    train on the GPU: launch each kernel of the step instead of\n"
+    "                     replaying the step as one CUDA graph (for comparison)\n"
     "  --show N           translations to print after eval (default 5)\n"
     "  --beam N           eval/translate: beam search of width N (default: greedy;\n"
     "                     --beam 1 gives the greedy translations); a translation has\n"
@@ -862,6 +867,8 @@ int main(int argc, char **argv) {
       c.resume = 1;
     } else if (!strcmp(a, "--profile")) {
       c.profile = 1;
+    } else if (!strcmp(a, "--no-cuda-graph")) {
+      tfm_gpu_graphs = 0;
     } else if (!strcmp(a, "--scores")) {
       c.scores = 1;
     } else if (!strcmp(a, "--recompute")) {

@@ -3,6 +3,7 @@
  * why it cannot run when there is no driver or no device. */
 #define _POSIX_C_SOURCE 200809L
 #include "tfmrt.h"
+#include "cuda_graph.h"
 #include "dl.h"
 
 #include <dlfcn.h>
@@ -67,6 +68,10 @@ struct tfm_cuda {
 };
 
 static int check(const tfm_cuda *cuda, CUresult result, const char *call) {
+  return tfm_cuda_check(cuda, result, call);
+}
+
+int tfm_cuda_check(const tfm_cuda *cuda, int result, const char *call) {
   if (result == CUDA_SUCCESS) return TFM_OK;
   const char *text = NULL;
   if (cuda->get_error_string(result, &text) != CUDA_SUCCESS || !text) text = "unknown error";
@@ -191,3 +196,9 @@ int tfm_cuda_copy(tfm_cuda *cuda, tfm_device_ptr dst, tfm_device_ptr src, size_t
 int tfm_cuda_synchronize(tfm_cuda *cuda) {
   return check(cuda, cuda->ctx_synchronize(), "cuCtxSynchronize");
 }
+
+void *tfm_cuda_driver_symbol(const tfm_cuda *cuda, const char *name) {
+  return dlsym(cuda->library, name);
+}
+
+void *tfm_cuda_context(const tfm_cuda *cuda) { return cuda->context; }

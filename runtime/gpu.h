@@ -54,6 +54,18 @@ typedef struct tfm_gpu_program {
   void **state; /* the runtime's module and kernels for this program; NULL at first */
 } tfm_gpu_program;
 
+/* A training step (the run of a program whose update follows at once,
+ * tfm_graph_step) is one CUDA graph, built at the arena's first step and
+ * replayed at every later one: the kernels in plan order, then the
+ * update's copies, so tfm_gpu_update has nothing left to do. The graph
+ * reads its inputs (the batch, the step number that the learning rate,
+ * Adam's bias correction and dropout's counters come from) in the device
+ * arena, uploaded before each launch. Every other run launches each
+ * kernel. cli.c clears tfm_gpu_graphs for train --no-cuda-graph; a
+ * --gemm=cublas program and TFM_CUDA_SYNC launch directly too. */
+extern int tfm_gpu_graphs;
+extern int tfm_gpu_update_follows; /* set by tfm_graph_step around its run */
+
 /* Runs every kernel of the program on the GPU on the device copy of the
  * host arena (persistent, scratch): uploads the whole persistent region at
  * the arena's first run and after tfm_gpu_arena_written, else the inputs;

@@ -1,6 +1,7 @@
 /* The host side of a GPU graph: a device copy of each host arena it runs
  * on (gpu.h says what moves when), kernels launched in plan order through
- * the driver (runtime/cuda.c), the dots of a --gemm=cublas build called
+ * the driver (runtime/cuda.c) or, for a training step, replayed as one CUDA
+ * graph (runtime/cuda_graph.c), the dots of a --gemm=cublas build called
  * through cuBLAS (runtime/cublas.c). */
 #include "gpu.h"
 
@@ -9,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda_graph.h"
 #include "model.h"
 #include "profile.h"
 
@@ -17,7 +19,15 @@
 typedef struct GpuState {
   tfm_cuda_module module;
   tfm_cuda_kernel *kernels;
+  int64_t cublas_calls; /* launches that are cuBLAS dots */
+  /* The training step's graph, for the device arena at graph_base: its
+   * kernels' parameters hold that arena's addresses. */
+  tfm_cuda_graph *graph;
+  tfm_device_ptr graph_base;
 } GpuState;
+
+int tfm_gpu_graphs = 1;
+int tfm_gpu_update_follows;
 
 /* The device copy of one host arena, found by the host's persistent
  * region: the same layout, the scratch region at tfm_gpu_scratch_offset. */
@@ -29,6 +39,7 @@ typedef struct DeviceArena {
   int64_t bytes;
   bool host_newer;   /* the host wrote params or states: upload all before the next run */
   bool device_newer; /* a run or an update changed them on the device */
+  bool update_done;  /* the last run's graph made its update: tfm_gpu_update skips it */
 } DeviceArena;
 
 static DeviceArena *arenas;
@@ -100,8 +111,8 @@ static GpuState *load(const tfm_gpu_program *p) {
   }
   if (tfm_cuda_module_load(cuda, p->ptx, &s->module)) refuse();
   for (int64_t i = 0; i < p->num_launches; i++)
-    if (!p->launches[i].gemm &&
-        tfm_cuda_kernel_get(cuda, s->module, p->launches[i].entry, &s->kernels[i]))
+    if (p->launches[i].gemm) s->cublas_calls++;
+    else if (tfm_cuda_kernel_get(cuda, s->module, p->launches[i].entry, &s->kernels[i]))
       refuse();
   return s;
 }
@@ -109,6 +120,7 @@ static GpuState *load(const tfm_gpu_program *p) {
 void tfm_gpu_program_unload(const tfm_gpu_program *p) {
   GpuState *s = *p->state;
   if (!s) return;
+  tfm_cuda_graph_destroy(s->graph);
   if (tfm_cuda_module_unload(cuda, s->module)) refuse();
   free(s->kernels);
   free(s);
@@ -174,51 +186,139 @@ static void upload_host_writes(DeviceArena *a, const tfm_gpu_program *p,
   a->host_newer = false;
 }
 
-void tfm_gpu_run(const tfm_gpu_program *p, uint8_t *persistent, uint8_t *scratch) {
-  GpuState *s = *p->state;
-  if (!s) *p->state = s = load(p);
-  DeviceArena *arena = open_arena(p, persistent);
-  tfm_device_ptr dev_persistent = device_at(arena, TFM_REGION_PERSISTENT, 0);
-  tfm_device_ptr dev_scratch = device_at(arena, TFM_REGION_SCRATCH, 0);
-  upload_host_writes(arena, p, persistent);
-  move_ranges(arena, p->inputs, p->num_inputs, persistent, scratch, true);
+/* The parameters of every launch, packed one launch at a time. */
+typedef struct Packing {
+  tfm_device_ptr *pointers;
+  void **params;
+} Packing;
+
+static Packing packing_open(const tfm_gpu_program *p) {
   int64_t most = 1;
   for (int64_t i = 0; i < p->num_launches; i++)
     if (p->launches[i].num_args > most) most = p->launches[i].num_args;
-  tfm_device_ptr *pointers = malloc(sizeof *pointers * (size_t)most);
-  void **params = malloc(sizeof *params * (size_t)(most + 1));
-  if (!pointers || !params) {
+  Packing k = {malloc(sizeof *k.pointers * (size_t)most),
+               malloc(sizeof *k.params * (size_t)(most + 1))};
+  if (!k.pointers || !k.params) {
     tfm_fail("out of memory");
     refuse();
   }
+  return k;
+}
+
+static void packing_close(Packing *k) {
+  free(k->pointers);
+  free(k->params);
+}
+
+static void launch_shape(const tfm_gpu_program *p, int64_t items, unsigned grid[3],
+                         unsigned block[3]) {
+  grid[0] = tfm_gpu_blocks(items, p->block_threads), grid[1] = grid[2] = 1;
+  block[0] = (unsigned)p->block_threads, block[1] = block[2] = 1;
+}
+
+/* Every launch in plan order, one driver call (or cuBLAS call) each. */
+static void launch_each(const tfm_gpu_program *p, const GpuState *s, const DeviceArena *arena) {
+  tfm_device_ptr dev_persistent = device_at(arena, TFM_REGION_PERSISTENT, 0);
+  tfm_device_ptr dev_scratch = device_at(arena, TFM_REGION_SCRATCH, 0);
+  Packing k = packing_open(p);
   for (int64_t i = 0; i < p->num_launches; i++) {
     int64_t items;
-    tfm_gpu_pack(p, i, dev_persistent, dev_scratch, pointers, &items, params);
+    tfm_gpu_pack(p, i, dev_persistent, dev_scratch, k.pointers, &items, k.params);
     const tfm_gpu_launch *l = &p->launches[i];
     int64_t start_ns = tfm_profiling ? tfm_profile_now_ns() : 0;
     if (l->gemm) { /* a dot of x with itself has one input buffer */
-      if (tfm_gpu_gemm(l->gemm, pointers[0], pointers[1], pointers[l->num_args > 2 ? 2 : 1]))
+      if (tfm_gpu_gemm(l->gemm, k.pointers[0], k.pointers[1], k.pointers[l->num_args > 2 ? 2 : 1]))
         refuse();
       finish_launch(l, i, start_ns);
       continue;
     }
-    unsigned grid[3] = {tfm_gpu_blocks(items, p->block_threads), 1, 1};
-    unsigned block[3] = {(unsigned)p->block_threads, 1, 1};
+    unsigned grid[3], block[3];
+    launch_shape(p, items, grid, block);
     /* Launches are asynchronous: the parameters are copied at the call. */
-    if (tfm_cuda_launch(cuda, s->kernels[i], grid, block, 0, params)) refuse();
+    if (tfm_cuda_launch(cuda, s->kernels[i], grid, block, 0, k.params)) refuse();
     finish_launch(l, i, start_ns);
   }
-  free(pointers);
-  free(params);
+  packing_close(&k);
+}
+
+/* The training step's graph for this arena: every kernel, then the
+ * update's copies; made at the arena's first step (and again should the
+ * program move to another arena). */
+static tfm_cuda_graph *step_graph(const tfm_gpu_program *p, GpuState *s, const DeviceArena *arena) {
+  if (s->graph && s->graph_base == arena->base) return s->graph;
+  tfm_cuda_graph_destroy(s->graph);
+  s->graph = NULL;
+  tfm_cuda_graph *g;
+  if (tfm_cuda_graph_create(cuda, &g)) refuse();
+  tfm_device_ptr dev_persistent = device_at(arena, TFM_REGION_PERSISTENT, 0);
+  tfm_device_ptr dev_scratch = device_at(arena, TFM_REGION_SCRATCH, 0);
+  Packing k = packing_open(p);
+  for (int64_t i = 0; i < p->num_launches; i++) {
+    int64_t items;
+    tfm_gpu_pack(p, i, dev_persistent, dev_scratch, k.pointers, &items, k.params);
+    unsigned grid[3], block[3];
+    launch_shape(p, items, grid, block);
+    if (tfm_cuda_graph_add_kernel(g, s->kernels[i], grid, block, 0, k.params)) refuse();
+  }
+  packing_close(&k);
+  for (int64_t i = 0; i < p->num_copies; i++) {
+    const int64_t *c = &p->copies[4 * i];
+    if (tfm_cuda_graph_add_copy(g, device_at(arena, TFM_REGION_PERSISTENT, c[0]),
+                                device_at(arena, c[1], c[2]), (size_t)c[3]))
+      refuse();
+  }
+  if (tfm_cuda_graph_instantiate(g)) refuse();
+  s->graph = g;
+  s->graph_base = arena->base;
+  return g;
+}
+
+/* Why this run launches each kernel rather than one graph; NULL: a graph. */
+static const char *launched_directly(const GpuState *s) {
+  if (!tfm_gpu_update_follows) return "not a training step";
+  if (!tfm_gpu_graphs) return "--no-cuda-graph";
+  if (sync_each_launch()) return "TFM_CUDA_SYNC";
+  if (s->cublas_calls) return "--gemm=cublas, whose cuBLAS calls are made one by one";
+  return NULL;
+}
+
+/* --profile's line for the run: what the host launched. */
+static void profile_launches(const tfm_gpu_program *p, const GpuState *s, const char *direct) {
+  char line[256];
+  long long kernels = (long long)(p->num_launches - s->cublas_calls);
+  long long copies = tfm_gpu_update_follows ? (long long)p->num_copies : 0;
+  if (!direct)
+    snprintf(line, sizeof line, "1 graph launch (%lld kernels, %lld copies)", kernels, copies);
+  else
+    snprintf(line, sizeof line, "%lld kernel launches, %lld cuBLAS calls, %lld copies "
+             "(not a CUDA graph: %s)", kernels, (long long)s->cublas_calls, copies, direct);
+  tfm_profile_launches(line);
+}
+
+void tfm_gpu_run(const tfm_gpu_program *p, uint8_t *persistent, uint8_t *scratch) {
+  GpuState *s = *p->state;
+  if (!s) *p->state = s = load(p);
+  DeviceArena *arena = open_arena(p, persistent);
+  upload_host_writes(arena, p, persistent);
+  move_ranges(arena, p->inputs, p->num_inputs, persistent, scratch, true);
+  const char *direct = launched_directly(s);
+  if (direct) launch_each(p, s, arena);
+  else if (tfm_cuda_graph_launch(step_graph(p, s, arena))) refuse();
   if (tfm_cuda_synchronize(cuda)) refuse();
   move_ranges(arena, p->outputs, p->num_outputs, persistent, scratch, false);
   arena->device_newer = true;
+  arena->update_done = !direct;
+  if (tfm_profiling) profile_launches(p, s, direct);
 }
 
 void tfm_gpu_update(const tfm_gpu_program *p, uint8_t *persistent, uint8_t *scratch) {
   (void)scratch;
   DeviceArena *arena = find_arena(persistent);
   if (!arena) return;
+  if (arena->update_done) { /* by the step's graph, right after its kernels */
+    arena->update_done = false;
+    return;
+  }
   /* what the host wrote since the run (tfm_graph_buffer) first: the update
    * goes over it, as on the CPU */
   upload_host_writes(arena, p, persistent);

@@ -122,6 +122,9 @@ int64_t tfm_buffer_numel(const tfm_buffer_desc *b);
 int64_t tfm_buffer_bytes(const tfm_buffer_desc *b);
 void tfm_graph_run(tfm_graph *g, tfm_pool *pool);
 void tfm_graph_update(tfm_graph *g);
+/* tfm_graph_run then tfm_graph_update, with nothing between: a training
+ * step. On the GPU the two are one CUDA graph launch (gpu.h). */
+void tfm_graph_step(tfm_graph *g, tfm_pool *pool);
 /* Copies every param (and state) of src into the same-named one of dst;
  * refuses a shape or dtype mismatch. Buffers dst lacks are skipped. */
 int tfm_graph_copy_params(tfm_graph *dst, const tfm_graph *src);
