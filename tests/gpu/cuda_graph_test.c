@@ -87,6 +87,10 @@ int main(void) {
     }
   }
   tfm_cuda_graph_destroy(graph);
+  if (tfm_cuda_free(cuda, src) || tfm_cuda_free(cuda, dst) || tfm_cuda_free(cuda, other) ||
+      tfm_cuda_module_unload(cuda, module))
+    return fail("cleaning up");
+  tfm_cuda_close(cuda);
   if (!failures) printf("ok: a copy and two kernels replayed twice, in order, on each replay's data\n");
   return failures != 0;
 }
