@@ -113,8 +113,9 @@ int tfm_cuda_graph_add_kernel(tfm_cuda_graph *g, tfm_cuda_kernel kernel, const u
                         .block_x = block[0], .block_y = block[1], .block_z = block[2],
                         .shared_bytes = shared_bytes, .params = params};
   CUgraphNode node;
-  return chain(g, g->api->add_kernel(&node, g->graph, g->last ? &g->last : NULL, g->last ? 1 : 0, &p),
-               &node, "cuGraphAddKernelNode");
+  size_t after = g->last ? 1 : 0;
+  return chain(g, g->api->add_kernel(&node, g->graph, after ? &g->last : NULL, after, &p), &node,
+               "cuGraphAddKernelNode");
 }
 
 int tfm_cuda_graph_add_copy(tfm_cuda_graph *g, tfm_device_ptr dst, tfm_device_ptr src,
@@ -124,8 +125,9 @@ int tfm_cuda_graph_add_copy(tfm_cuda_graph *g, tfm_device_ptr dst, tfm_device_pt
                 .dst_device = dst, .dst_pitch = bytes, .dst_height = 1, .width_bytes = bytes,
                 .height = 1, .depth = 1};
   CUgraphNode node;
-  return chain(g, g->api->add_memcpy(&node, g->graph, g->last ? &g->last : NULL, g->last ? 1 : 0,
-                                     &c, tfm_cuda_context(g->cuda)),
+  size_t after = g->last ? 1 : 0;
+  return chain(g, g->api->add_memcpy(&node, g->graph, after ? &g->last : NULL, after, &c,
+                                     tfm_cuda_context(g->cuda)),
                &node, "cuGraphAddMemcpyNode");
 }
 

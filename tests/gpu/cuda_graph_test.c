@@ -44,7 +44,8 @@ int main(void) {
   tfm_cuda_kernel kernel;
   tfm_device_ptr src, dst, other;
   if (tfm_cuda_open(&cuda, 0)) {
-    printf("skipped: no CUDA driver (run with the PTX simulator's libcuda.so.1): %s\n", tfm_error());
+    printf("skipped: no CUDA driver (run with the PTX simulator's libcuda.so.1): %s\n",
+           tfm_error());
     return 77;
   }
   if (tfm_cuda_module_load(cuda, TWICE_PLUS_ONE, &module) ||
@@ -91,6 +92,7 @@ int main(void) {
       tfm_cuda_module_unload(cuda, module))
     return fail("cleaning up");
   tfm_cuda_close(cuda);
-  if (!failures) printf("ok: a copy and two kernels replayed twice, in order, on each replay's data\n");
+  if (!failures)
+    printf("ok: a copy and two kernels replayed twice, in order, on each replay's data\n");
   return failures != 0;
 }
