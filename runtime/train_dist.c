@@ -240,11 +240,11 @@ static int check_same_params(tfm_dist_train *d, tfm_graph *g) {
                             "same binary with the same --seed and checkpoint");
 }
 
-/* The gradients graph's outputs, now that its arena exists. */
 static tfm_gpu_place place_of(tfm_graph *g, const tfm_buffer_desc *b) {
   return (tfm_gpu_place){g->arena.persistent, b->region, b->offset};
 }
 
+/* The gradients graph's outputs, now that its arena exists. */
 static int resolve_sources(tfm_dist_train *d) {
   for (size_t i = 0; i < d->num_grads; i++) {
     Grad *g = &d->grads[i];
@@ -722,8 +722,8 @@ int tfm_dist_train_open(tfm_dist_train **out, const tfm_train_options *o, int ze
   pthread_mutex_init(&d->lock, NULL);
   pthread_cond_init(&d->changed, NULL);
   *out = d;
-  if ((m->cuda && tfm_nccl_train_open(&d->nccl, d->rank, d->size)) || check_same_binary(d, o) || (!zero && tfm_graph_open(&d->grad, m->train_grad)) ||
-      (zero && open_zero(d, o)))
+  if ((m->cuda && tfm_nccl_train_open(&d->nccl, d->rank, d->size)) || check_same_binary(d, o) ||
+      (!zero && tfm_graph_open(&d->grad, m->train_grad)) || (zero && open_zero(d, o)))
     return TFM_FAILED;
   const tfm_graph_desc *gd = m->train_grad;
   if (open_batch(d, gd)) return TFM_FAILED;

@@ -9,7 +9,7 @@
 #    losses and gradient norms, the same checkpoint;
 #  - without NCCL (TFM_NCCL_LIBRARY names a file that is not there: this
 #    machine may have a real one on its library path) it exits 1 saying
-#    what to install, in one process and under mpirun;
+#    what to install, in one process and under mpirun; --zero 1 is refused;
 #  - 2 ranks under mpirun (the fake NCCL exchanging over MPI) agree with one
 #    process of twice the batch to 1e-6 in the losses of 3 steps.
 # usage: sim_nccl.sh TFMC MODEL CORPUS SIM_DIR NCCL_DIR WORKDIR   (exit 77: skipped)
@@ -58,6 +58,10 @@ TFM_NCCL_LIBRARY=$work/absent/libnccl.so.2 "${mpi[@]}" -x TFM_NCCL_LIBRARY ./dp2
   > absent2.log 2>&1 && fail "2 ranks without NCCL trained" absent2.log
 grep -q "NCCL not found (libnccl.so.2)" absent2.log || fail "2 ranks without NCCL: no clear message" absent2.log
 echo "ok: 2 ranks without NCCL refuse"
+"${mpi[@]}" ./dp2 "${train[@]}" --zero 1 > zero.log 2>&1 && fail "2 GPU ranks trained with --zero 1" zero.log
+grep -q -- "--zero 1 is not implemented for a --target cuda binary" zero.log ||
+  fail "--zero 1 on GPUs: no clear refusal" zero.log
+echo "ok: --zero 1 on GPUs refuses"
 
 "$tfmc" build "$model" "${config[@]}" -D batch=4 --target cuda -o one4 || exit 1
 ./one4 "${train[@]}" --metrics one4.jsonl --save one4.safetensors > one4.log 2>&1 ||
