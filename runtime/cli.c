@@ -84,6 +84,10 @@ static const char usage[] =
     "                     same file (rank 0 gathers the state); --resume takes any\n"
     "                     checkpoint with or without --zero, any number of ranks.\n"
     "                     --zero 0 (default): every rank updates every param\n"
+    "  --data-parallel    train through the data-parallel loop even in one process\n"
+    "                     (a --data-parallel binary; a --target cuda one then averages\n"
+    "                     over a one-GPU NCCL communicator): the check that the loop,\n"
+    "                     or NCCL, changes no loss. Under mpirun it is always on\n"
     "  --load FILE        checkpoint to evaluate, translate or generate with (train\n"
     "                     refuses it: continue a run with --save FILE --resume)\n"
     "  --init FILE        another tool's checkpoint (a Hugging Face safetensors file,\n"
@@ -677,7 +681,7 @@ static int cmd_train(const char *prog, const Cli *c, tfm_pool *pool) {
   if (c->zero && ranks == 1)
     fprintf(stderr, "%s: --zero 1: a single process has no optimizer state to shard; ignored\n",
             prog);
-  int status = ranks > 1 && tfm_dist_train_open(&dist, &o, (int)c->zero);
+  int status = (ranks > 1 || c->data_parallel) && tfm_dist_train_open(&dist, &o, ranks > 1 && c->zero);
   o.engine = dist ? tfm_dist_train_engine(dist) : NULL;
   if (!status) status = tfm_train(&o, &r);
   if (!status && !rank) tfm_dist_train_report(dist, stdout);
@@ -865,6 +869,8 @@ int main(int argc, char **argv) {
       return 0;
     } else if (!strcmp(a, "--resume")) {
       c.resume = 1;
+    } else if (!strcmp(a, "--data-parallel")) {
+      c.data_parallel = 1;
     } else if (!strcmp(a, "--profile")) {
       c.profile = 1;
     } else if (!strcmp(a, "--no-cuda-graph")) {

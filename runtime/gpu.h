@@ -123,7 +123,35 @@ int64_t tfm_gpu_scratch_offset(const tfm_gpu_program *program);
 void tfm_gpu_arena_to_host(const uint8_t *persistent);
 /* After writing: the next run uploads the whole persistent region. */
 void tfm_gpu_arena_written(const uint8_t *persistent);
-/* When the host arena goes (tfm_arena_destroy): its device copy goes too. */
+/* When the host arena goes (tfm_arena_destroy): its device copy goes too,
+ * and the links to or from it. */
 void tfm_gpu_arena_forget(const uint8_t *persistent);
+
+/* --- data-parallel training (train_dist.c, train_nccl.c) ----------------- */
+
+/* The process's driver context, opened if no program ran yet on the
+ * device of this process's rank on its machine (tfm_cuda_open_for_rank;
+ * 0 for a process alone). */
+int tfm_gpu_driver(tfm_cuda **cuda);
+
+/* A buffer of a host arena a GPU program runs on: the arena, by its
+ * persistent region, and the buffer's tfm_region and offset in it. */
+typedef struct tfm_gpu_place {
+  const uint8_t *arena;
+  int64_t region, offset;
+} tfm_gpu_place;
+
+/* The buffer's address in its arena's device copy; fails before the
+ * arena's first run. */
+int tfm_gpu_device_address(tfm_gpu_place at, tfm_device_ptr *address);
+
+/* One graph's buffer feeding another's on the device (the gradients
+ * graph's outputs into the apply graph's inputs, the updated params back):
+ * at every run of `to`'s arena, after the uploads and before the first
+ * kernel, `to` takes the `bytes` of `from` device to device, once `from`'s
+ * arena has a device copy (before, the host copies must agree). Neither
+ * crosses the host: `to` is not uploaded as an input, nor `from`
+ * downloaded as an output. */
+int tfm_gpu_link(tfm_gpu_place to, tfm_gpu_place from, int64_t bytes);
 
 #endif

@@ -44,6 +44,15 @@ typedef struct DeviceArena {
 
 static DeviceArena *arenas;
 
+/* tfm_gpu_link's: `to` takes `from` on the device before each run of its arena. */
+typedef struct Link {
+  struct Link *next;
+  tfm_gpu_place to, from;
+  int64_t bytes;
+} Link;
+
+static Link *links;
+
 /* One driver context for the process: init, train and forward share it. */
 static tfm_cuda *cuda;
 
@@ -101,8 +110,27 @@ void tfm_gpu_pack(const tfm_gpu_program *p, int64_t index, tfm_device_ptr persis
   params[l->num_args] = items;
 }
 
+/* This process's rank among a launcher's ranks on this machine (Open MPI,
+ * MPICH and Intel MPI, Slurm); 0 for a process alone. */
+static int local_rank(void) {
+  static const char *const vars[] = {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID",
+                                     "SLURM_LOCALID"};
+  for (size_t i = 0; i < sizeof vars / sizeof *vars; i++) {
+    const char *v = getenv(vars[i]);
+    if (v && *v) return atoi(v) > 0 ? atoi(v) : 0;
+  }
+  return 0;
+}
+
+int tfm_gpu_driver(tfm_cuda **out) {
+  if (!cuda && tfm_cuda_open_for_rank(&cuda, local_rank())) return TFM_FAILED;
+  *out = cuda;
+  return TFM_OK;
+}
+
 static GpuState *load(const tfm_gpu_program *p) {
-  if (!cuda && tfm_cuda_open(&cuda, 0)) refuse();
+  tfm_cuda *opened;
+  if (tfm_gpu_driver(&opened)) refuse();
   GpuState *s = calloc(1, sizeof *s);
   if (s) s->kernels = calloc((size_t)p->num_launches + 1, sizeof *s->kernels);
   if (!s || !s->kernels) {
@@ -162,11 +190,25 @@ static tfm_device_ptr device_at(const DeviceArena *a, int64_t region, int64_t of
   return a->base + (tfm_device_ptr)(start + offset);
 }
 
-/* Each {region, offset, bytes} of `ranges` from the host to the device or back. */
+static bool same_place(tfm_gpu_place a, const uint8_t *arena, int64_t region, int64_t offset) {
+  return a.arena == arena && a.region == region && a.offset == offset;
+}
+
+/* Whether a link takes the buffer (up: its destination) or gives it (down:
+ * its source): it stays on the device. */
+static bool linked(const uint8_t *arena, int64_t region, int64_t offset, bool up) {
+  for (const Link *l = links; l; l = l->next)
+    if (same_place(up ? l->to : l->from, arena, region, offset)) return true;
+  return false;
+}
+
+/* Each {region, offset, bytes} of `ranges` from the host to the device or
+ * back, but those a link keeps on the device. */
 static void move_ranges(const DeviceArena *a, const int64_t *ranges, int64_t count,
                         uint8_t *persistent, uint8_t *scratch, bool up) {
   for (int64_t i = 0; i < count; i++) {
     const int64_t *r = &ranges[3 * i];
+    if (links && linked(a->host, r[0], r[1], up)) continue;
     uint8_t *host = (r[0] == TFM_REGION_PERSISTENT ? persistent : scratch) + r[1];
     tfm_device_ptr device = device_at(a, r[0], r[1]);
     if (up ? tfm_cuda_upload(cuda, device, host, (size_t)r[2])
@@ -184,6 +226,17 @@ static void upload_host_writes(DeviceArena *a, const tfm_gpu_program *p,
                       (size_t)p->persistent_bytes))
     refuse();
   a->host_newer = false;
+}
+
+/* The links into arena `a`, from arenas that have a device copy (before
+ * the source's first run the host copies agree: the caller saw to it). */
+static void copy_links(const DeviceArena *a) {
+  for (const Link *l = links; l; l = l->next) {
+    const DeviceArena *from = l->to.arena == a->host ? find_arena(l->from.arena) : NULL;
+    if (from && tfm_cuda_copy(cuda, device_at(a, l->to.region, l->to.offset),
+                              device_at(from, l->from.region, l->from.offset), (size_t)l->bytes))
+      refuse();
+  }
 }
 
 /* The parameters of every launch, packed one launch at a time. */
@@ -230,6 +283,7 @@ static void launch_each(const tfm_gpu_program *p, const GpuState *s, const Devic
       if (tfm_gpu_gemm(l->gemm, k.pointers[0], k.pointers[1], k.pointers[l->num_args > 2 ? 2 : 1]))
         refuse();
       finish_launch(l, i, start_ns);
+      tfm_kernel_hook_call((int32_t)i);
       continue;
     }
     unsigned grid[3], block[3];
@@ -237,6 +291,7 @@ static void launch_each(const tfm_gpu_program *p, const GpuState *s, const Devic
     /* Launches are asynchronous: the parameters are copied at the call. */
     if (tfm_cuda_launch(cuda, s->kernels[i], grid, block, 0, k.params)) refuse();
     finish_launch(l, i, start_ns);
+    tfm_kernel_hook_call((int32_t)i);
   }
   packing_close(&k);
 }
@@ -301,6 +356,7 @@ void tfm_gpu_run(const tfm_gpu_program *p, uint8_t *persistent, uint8_t *scratch
   DeviceArena *arena = open_arena(p, persistent);
   upload_host_writes(arena, p, persistent);
   move_ranges(arena, p->inputs, p->num_inputs, persistent, scratch, true);
+  copy_links(arena);
   const char *direct = launched_directly(s);
   if (direct) launch_each(p, s, arena);
   else if (tfm_cuda_graph_launch(step_graph(p, s, arena))) refuse();
@@ -370,7 +426,36 @@ void tfm_gpu_arena_written(const uint8_t *persistent) {
   if (a) a->host_newer = true;
 }
 
+int tfm_gpu_device_address(tfm_gpu_place at, tfm_device_ptr *address) {
+  const DeviceArena *a = find_arena(at.arena);
+  if (!a) return tfm_fail("GPU: a buffer's device address asked before its graph's first run");
+  *address = device_at(a, at.region, at.offset);
+  return TFM_OK;
+}
+
+int tfm_gpu_link(tfm_gpu_place to, tfm_gpu_place from, int64_t bytes) {
+  Link *l = malloc(sizeof *l);
+  if (!l) return tfm_fail("out of memory");
+  *l = (Link){.next = links, .to = to, .from = from, .bytes = bytes};
+  links = l;
+  return TFM_OK;
+}
+
+/* The links to or from the arena go with it. */
+static void unlink_arena(const uint8_t *persistent) {
+  for (Link **link = &links; *link;) {
+    Link *l = *link;
+    if (l->to.arena != persistent && l->from.arena != persistent) {
+      link = &l->next;
+      continue;
+    }
+    *link = l->next;
+    free(l);
+  }
+}
+
 void tfm_gpu_arena_forget(const uint8_t *persistent) {
+  unlink_arena(persistent);
   for (DeviceArena **link = &arenas; *link; link = &(*link)->next) {
     DeviceArena *a = *link;
     if (a->host != persistent) continue;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU checks, for a machine with an NVIDIA GPU (under 5 minutes):
+# The GPU checks, for a machine with an NVIDIA GPU (under 10 minutes):
 #  1. builds tfm (build-gpu/), unless --prebuilt names a build made elsewhere;
 #  2. compiled vs evaluator on the GPU: every primitive, the GEMM cases, the
 #     fused rows, an MLP's training steps, bf16 storage, both models
@@ -11,9 +11,15 @@
 #     through cuBLAS), and with --target cpu: the step-50 losses must agree
 #     within 1e-3; and with --dtype bf16 on the GPU and on the CPU: within
 #     1e-2 (bf16 keeps 8 bits, and the two round different sums);
-#  4. times the same step in PyTorch eager on the GPU (bench/torch_gpt_cuda.py,
+#  4. data-parallel over NCCL: gpt-small built --target cuda --data-parallel
+#     trains 20 steps as one process, and again through the data-parallel
+#     loop on a one-rank NCCL communicator (train --data-parallel): the
+#     losses must agree within 1e-6 (the table says whether bit for bit);
+#     skipped, saying so, where no libnccl.so.2 is found (the system's, or
+#     python3's nvidia-nccl-cu12 wheel, which PyTorch brings);
+#  5. times the same step in PyTorch eager on the GPU (bench/torch_gpt_cuda.py,
 #     tf32 products), when python3 has torch with CUDA;
-#  5. GPT-2 124M (models/gpt2.tfm, batch 8 x 1024 tokens, dropout 0) in
+#  6. GPT-2 124M (models/gpt2.tfm, batch 8 x 1024 tokens, dropout 0) in
 #     bf16 with --target cuda (its step one CUDA graph) against the same
 #     model in PyTorch eager and torch.compile under bf16 autocast
 #     (bench/torch_gpt2_cuda.py), two rounds alternating tfm, eager,
@@ -22,7 +28,7 @@
 #     TFLOP/s, A100: 312; none printed for another GPU); and gpt2.tfm at a
 #     small config (2 layers, 128 wide, 128 tokens, vocab 512) trained 50
 #     steps in bf16 on the GPU and on the CPU: losses within 1e-2;
-#  6. prints a table: checks passed, step times, the ratio to PyTorch and
+#  7. prints a table: checks passed, step times, the ratio to PyTorch and
 #     achieved TFLOP/s (counted as 6 x parameters x tokens per step, the
 #     usual estimate).
 # Without a GPU it says "no GPU" and exits 0. Without PyTorch (python3
@@ -155,6 +161,39 @@ if [ $keep_logs = yes ] && [ -x "$work/gpt_cuda" ]; then
   timeout 60 "$work/gpt_cuda" train --data "$corpus" --steps 13 --profile > "$work/profile.log" 2>&1
 fi
 
+echo "== gpt-small over NCCL, one rank"
+nccl_lib='' nccl_row="skipped: no libnccl.so.2 (apt-get install libnccl2, or pip install nvidia-nccl-cu12)"
+if ! ldconfig -p 2> /dev/null | grep 'libnccl\.so\.2 ' > /dev/null; then # not -q: pipefail and SIGPIPE
+  nccl_lib=$(python3 -c 'import os, nvidia.nccl as n; print(os.path.join(list(n.__path__)[0], "lib"))' 2> /dev/null)
+  [ -n "$nccl_lib" ] && [ -f "$nccl_lib/libnccl.so.2" ] || nccl_lib=none
+fi
+if [ "$nccl_lib" != none ]; then
+  build_gpt gpt_dp --target cuda --gpu-arch "$arch" --data-parallel
+  nccl_train() { # NAME OPTIONS...: the metrics in $work/NAME.jsonl
+    local name=$1
+    shift
+    LD_LIBRARY_PATH=${nccl_lib:+$nccl_lib:}${LD_LIBRARY_PATH:-} timeout 120 "$work/gpt_dp" train \
+      --data "$corpus" --steps 20 --seed 3 --log-every 1 --metrics "$work/$name.jsonl" "$@" \
+      > "$work/$name.log" 2>&1 || { echo "  gpt_dp train $* failed:"; tail -3 "$work/$name.log"; }
+  }
+  nccl_train dp_plain
+  nccl_train dp_nccl --data-parallel
+  nccl_row=$(python3 - "$work/dp_plain.jsonl" "$work/dp_nccl.jsonl" 2> /dev/null <<'PY'
+import json, sys
+def losses(path):
+    return {r["step"]: r["loss"] for r in map(json.loads, open(path)) if r.get("kind") == "step"}
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+if len(a) != 20 or a.keys() != b.keys():
+    sys.exit(1)
+worst = max(abs(a[s] - b[s]) / abs(a[s]) for s in a)
+same = "bit for bit" if a == b else "largest relative difference %.1e" % worst
+print("%s vs %s at step 20, %s (%s)" % (b[20], a[20], same, "yes" if worst <= 1e-6 else "NO"))
+PY
+) || nccl_row="failed (NO)"
+  case $nccl_row in *"(yes)") passed=$((passed + 1)) ;; *) failed=$((failed + 1)) ;; esac
+fi
+echo "  $nccl_row"
+
 ms() { [ -n "$1" ] && awk -v s="$1" 'BEGIN { printf "%.2f ms", s * 1000 }' || echo failed; }
 python=python3
 has_torch() { "$python" -c 'import torch, sys; sys.exit(not torch.cuda.is_available())' 2> /dev/null; }
@@ -257,6 +296,7 @@ printf '| gpt-small loss, --dtype bf16, GPU vs CPU | %s vs %s (%s) |\n' "${bf16_
 printf '| gpt-small step time                      | %s |\n' "$(ms "$step")"
 printf '| gpt-small step time, --gemm=cublas       | %s |\n' "$(ms "$cublas_step")"
 printf '| gpt-small step time, --dtype bf16        | %s |\n' "$(ms "$bf16_step")"
+printf '| gpt-small, 1-rank NCCL vs plain (20 steps) | %s |\n' "$nccl_row"
 printf '| PyTorch eager step (torch_gpt_cuda.py)   | %s |\n' "$torch_row"
 printf '| step time / PyTorch, tiled; cuBLAS       | %s; %s |\n' "$(ratio "$step" "$torch_step")" "$(ratio "$cublas_step" "$torch_step")"
 printf '| achieved TFLOP/s (6 x %s params x %d tokens), tiled; cuBLAS | %s; %s |\n' "$params" "$tokens" "$(tflops "$step")" "$(tflops "$cublas_step")"

@@ -380,6 +380,42 @@ EXPORT CUresult cuGraphDestroy(SimGraph *graph) {
   return CUDA_SUCCESS;
 }
 
+/* Streams and events: launches and copies run to completion when called,
+ * so every order the runtime asks for holds already. */
+static int stream_token, event_token;
+
+EXPORT CUresult cuStreamCreate(void **stream, unsigned flags) {
+  (void)flags;
+  *stream = &stream_token;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamDestroy_v2(void *stream) {
+  (void)stream;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventCreate(void **event, unsigned flags) {
+  (void)flags;
+  *event = &event_token;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventDestroy_v2(void *event) {
+  (void)event;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventRecord(void *event, void *stream) {
+  (void)event, (void)stream;
+  return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamWaitEvent(void *stream, void *event, unsigned flags) {
+  (void)stream, (void)event;
+  return flags ? CUDA_ERROR_INVALID_VALUE : CUDA_SUCCESS;
+}
+
 EXPORT CUresult cuGetErrorString(CUresult error, const char **text) {
   *text = error == CUDA_ERROR_LAUNCH_FAILED || error == CUDA_ERROR_INVALID_IMAGE ||
                   error == CUDA_ERROR_INVALID_VALUE
