@@ -96,22 +96,21 @@ static LLVMValueRef internal_function(Gen *gen, const char *name, LLVMTypeRef *p
   return fn;
 }
 
-/* void micro(i64 kc, T *a, T *b, T *c, i64 ldc, i1 accumulate, i64 a_step,
- *            i64 a_row):
- * c[r * ldc + j] = (accumulate ? c : 0) + sum_p a[p * a_step + r * a_row] b[p * nr + j]
- * (the sum from zero in p order, then added to c)
- * over the full mr x nr tile (mr: g->mr, or a part of it, micro_kernel). */
+/* void micro(i64 kc, T *a, T *b, T *c, i64 ldc, i1 accumulate):
+ * c[r * ldc + j] = (accumulate ? c : 0) + sum_p a[p * MR + r] b[p * nr + j]
+ * (the sum from zero in p order, then added to c) over the full mr x nr
+ * tile (mr: g->mr, or a part of it, micro_kernel); a is a packed sliver of
+ * A, MR = g->mr elements a k step whatever mr is. */
 static LLVMValueRef emit_micro_kernel(Gen *gen, LLVMTypeRef t, const GemmGeometry *g, int mr,
                                       const char *name) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef tp = LLVMPointerType(t, 0);
   LLVMTypeRef vt = LLVMVectorType(t, (unsigned)g->lanes);
   LLVMTypeRef vp = LLVMPointerType(vt, 0);
-  LLVMTypeRef params[8] = {gen->i64, tp, tp, tp, gen->i64, gen->i1, gen->i64, gen->i64};
-  LLVMValueRef fn = internal_function(gen, name, params, 8);
+  LLVMTypeRef params[6] = {gen->i64, tp, tp, tp, gen->i64, gen->i1};
+  LLVMValueRef fn = internal_function(gen, name, params, 6);
   LLVMValueRef kc = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bp = LLVMGetParam(fn, 2);
   LLVMValueRef c = LLVMGetParam(fn, 3), ldc = LLVMGetParam(fn, 4);
-  LLVMValueRef a_step = LLVMGetParam(fn, 6), a_row = LLVMGetParam(fn, 7);
   int nv = g->nv, nr = nv * g->lanes;
   LLVMValueRef acc[16][4];
   for (int r = 0; r < mr; r++)
@@ -143,7 +142,7 @@ static LLVMValueRef emit_micro_kernel(Gen *gen, LLVMTypeRef t, const GemmGeometr
     bv[v] = x;
   }
   for (int r = 0; r < mr; r++) {
-    LLVMValueRef at = add(gen, mul(gen, p.index, a_step), mul(gen, gen_i64(gen, r), a_row));
+    LLVMValueRef at = add(gen, mul(gen, p.index, gen_i64(gen, g->mr)), gen_i64(gen, r));
     LLVMValueRef s = gen_load_at(gen, t, a, at);
     LLVMValueRef splat = gen_splat(gen, s, (unsigned)g->lanes);
     for (int v = 0; v < nv; v++)
@@ -431,25 +430,17 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   /* A block (ic.., pc..): A(i, p) at p*sp + i*sq. */
   LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
   LLVMValueRef asrc = gen_element(gen, t, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
-  LLVMValueRef MR = gen_i64(gen, g.mr);
-  /* Full slivers are read in place (element (r, p) at p*sp + r*sq); a last
-   * partial one is packed at its place in the block, zero-padded. Packing
-   * A cost more than it saved: in a weight gradient (A = x^T, m = d) it
-   * was as much data as B, packed again by each thread (bench/RESULTS.md). */
-  LLVMValueRef full_rows = mul(gen, LLVMBuildSDiv(b, mc, MR, ""), MR);
-  emit_pack(gen, t, gen_element(gen, t, apack, mul(gen, full_rows, kc)),
-            gen_element(gen, t, asrc, mul(gen, full_rows, asq)), kc,
-            LLVMBuildSub(b, mc, full_rows, ""), asp, asq, g.mr, ta, false);
+  /* A's block is packed into MR-row slivers, k step by k step, so the
+   * micro-kernel's broadcasts read one sliver in order. Read in place, the
+   * MR rows were lda apart: at lda = 1024 or 2048 f32 all of them fall in
+   * one L1 set, where they evicted each other and the B micro-panel. */
+  emit_pack(gen, t, apack, asrc, kc, mc, asp, asq, g.mr, ta, false);
   step_loop_begin(gen, &jr, nc, nr);
   LLVMValueRef cols = min64(gen, gen_i64(gen, nr), LLVMBuildSub(b, nc, jr.index, ""));
   LLVMValueRef bsliver = gen_element(gen, t, bpack, mul(gen, jr.index, kc));
   step_loop_begin(gen, &ir, mc, g.mr);
   LLVMValueRef rows = min64(gen, gen_i64(gen, g.mr), LLVMBuildSub(b, mc, ir.index, ""));
-  LLVMValueRef packed = LLVMBuildICmp(b, LLVMIntSGE, ir.index, full_rows, "");
-  LLVMValueRef asliver = LLVMBuildSelect(b, packed, gen_element(gen, t, apack, mul(gen, ir.index, kc)),
-                                         gen_element(gen, t, asrc, mul(gen, ir.index, asq)), "");
-  LLVMValueRef a_step = LLVMBuildSelect(b, packed, MR, asp, "");
-  LLVMValueRef a_row = LLVMBuildSelect(b, packed, one, asq, "");
+  LLVMValueRef asliver = gen_element(gen, t, apack, mul(gen, ir.index, kc));
   LLVMValueRef ct = gen_element(
       gen, t, c, add(gen, mul(gen, add(gen, ic.index, ir.index), ldc), add(gen, jc.index, jr.index)));
   LLVMValueRef full = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, rows, gen_i64(gen, g.mr), ""),
@@ -459,8 +450,8 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next_tile");
   LLVMBuildCondBr(b, full, direct, edge);
   LLVMPositionBuilderAtEnd(b, direct);
-  LLVMValueRef call[8] = {kc, asliver, bsliver, ct, ldc, accumulate, a_step, a_row};
-  LLVMBuildCall2(b, micro_type, micro, call, 8, "");
+  LLVMValueRef call[6] = {kc, asliver, bsliver, ct, ldc, accumulate};
+  LLVMBuildCall2(b, micro_type, micro, call, 6, "");
   LLVMBuildBr(b, next);
   /* A block's last rows (a thread's 256 or 1024 rows end in 4) run the
    * micro-kernel of a third or two thirds of MR rows that holds them: a
@@ -481,13 +472,13 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   LLVMBasicBlockRef through = LLVMAppendBasicBlockInContext(gen->context, fn, "through_tile");
   LLVMBuildCondBr(b, exact, part_direct, through);
   LLVMPositionBuilderAtEnd(b, part_direct);
-  LLVMBuildCall2(b, micro_type, part, call, 8, "");
+  LLVMBuildCall2(b, micro_type, part, call, 6, "");
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, through);
   LLVMValueRef NR = gen_i64(gen, nr);
   emit_copy_block(gen, t, tile, NR, ct, ldc, rows, cols);
-  LLVMValueRef edge_call[8] = {kc, asliver, bsliver, tile, NR, accumulate, a_step, a_row};
-  LLVMBuildCall2(b, micro_type, part, edge_call, 8, "");
+  LLVMValueRef edge_call[6] = {kc, asliver, bsliver, tile, NR, accumulate};
+  LLVMBuildCall2(b, micro_type, part, edge_call, 6, "");
   emit_copy_block(gen, t, ct, ldc, tile, NR, rows, cols);
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, next);
@@ -553,9 +544,8 @@ static LLVMValueRef emit_gemm_bf16(Gen *gen, bool ta, bool tb, const char *name)
   step_loop_begin(gen, &ir, mc, g.mr);
   LLVMValueRef asliver = gen_element(gen, t, apack, mul(gen, ir.index, kc));
   LLVMValueRef ct = gen_element(gen, t, cblock, add(gen, mul(gen, ir.index, NC), jr.index));
-  LLVMValueRef call[8] = {kc, asliver, bsliver, ct, NC, accumulate, gen_i64(gen, g.mr),
-                          gen_i64(gen, 1)};
-  LLVMBuildCall2(b, micro_type, micro, call, 8, "");
+  LLVMValueRef call[6] = {kc, asliver, bsliver, ct, NC, accumulate};
+  LLVMBuildCall2(b, micro_type, micro, call, 6, "");
   step_loop_end(gen, &ir);
   step_loop_end(gen, &jr);
   step_loop_end(gen, &pc);
