@@ -20,7 +20,10 @@
  * usage: gemm_bench [ROUNDS [FILTER]]   (a benchmark, not a test: see bench/RESULTS.md);
  * FILTER runs only the cases whose name contains it. GEMM_BENCH_PYTHON=PATH
  * (a python with torch, e.g. /work/benchenv/bin/python) adds the MKL peer;
- * GEMM_BENCH_KEEP=1 keeps the compiled case libraries in /tmp/tfm_gemm_bench_*
+ * GEMM_BENCH_THREADS=1 runs every side on one thread and times it by that
+ * thread's CPU time (CLOCK_THREAD_CPUTIME_ID; the peer's time.thread_time),
+ * which other load on the machine distorts far less than wall time: a
+ * measure of the kernels, not of the threading. GEMM_BENCH_KEEP=1 keeps the compiled case libraries in /tmp/tfm_gemm_bench_*
  * so `perf report` can name their functions. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
@@ -90,9 +93,12 @@ static const Case cases[] = {
 
 typedef void (*RunFn)(uint8_t *persistent, uint8_t *scratch, tfm_pool *pool);
 
+/* 1 or 2 (GEMM_BENCH_THREADS): with 1, times are the thread's CPU time. */
+static int threads = 2;
+
 static double now(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(threads == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -146,7 +152,7 @@ static bool peer_start(Peer *peer, const char *python) {
   if (pid == 0) {
     dup2(down[0], 0), dup2(up[1], 1);
     close(down[0]), close(down[1]), close(up[0]), close(up[1]);
-    execl(python, python, TFM_BENCH_DIR "/gemm_peer.py", (char *)NULL);
+    execl(python, python, TFM_BENCH_DIR "/gemm_peer.py", threads == 1 ? "1" : "2", (char *)NULL);
     fprintf(stderr, "gemm_bench: cannot run %s: %s\n", python, strerror(errno));
     _exit(127);
   }
@@ -317,9 +323,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: gemm_bench [ROUNDS (1..100) [FILTER]]\n");
     return 2;
   }
+  const char *threads_env = getenv("GEMM_BENCH_THREADS");
+  if (threads_env && (threads = atoi(threads_env)) != 1 && threads != 2) {
+    fprintf(stderr, "gemm_bench: GEMM_BENCH_THREADS must be 1 or 2, not %s\n", threads_env);
+    return 2;
+  }
   char dir[] = "/tmp/tfm_gemm_bench_XXXXXX";
   tfm_pool *pool;
-  if (!mkdtemp(dir) || tfm_pool_create(&pool, 2) != TFM_OK) {
+  if (!mkdtemp(dir) || tfm_pool_create(&pool, (size_t)threads) != TFM_OK) {
     fprintf(stderr, "gemm_bench: cannot set up: %s\n", tfm_error());
     return 1;
   }
@@ -329,8 +340,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "gemm_bench: cannot start the MKL peer %s: %s\n", python, strerror(errno));
     return 1;
   }
-  openblas_set_num_threads(2);
-  printf("OpenBLAS kernel: %s (%s)\n", openblas_get_corename(), openblas_get_config());
+  openblas_set_num_threads(threads);
+  printf("%d thread(s), %s; OpenBLAS kernel: %s (%s)\n", threads,
+         threads == 1 ? "CPU time of the thread" : "wall time", openblas_get_corename(),
+         openblas_get_config());
   if (!peer.pid) printf("MKL peer: none (set GEMM_BENCH_PYTHON to a python with torch)\n");
   fflush(stdout);
   double step[3] = {0, 0, 0}, step_flops = 0;

@@ -2,8 +2,9 @@
 (PyTorch 2.x from PyPI computes them with MKL's sgemm), run by gemm_bench
 as a child process so that its runs alternate with ours case by case.
 
-gemm_bench sets GEMM_BENCH_PYTHON to a Python that has torch; this script
-reads one command a line on stdin and answers one line on stdout:
+gemm_bench sets GEMM_BENCH_PYTHON to a Python that has torch and runs this
+script with the number of threads (1 or 2; with 1 a run is timed by the
+thread's CPU time, as gemm_bench times its own). The script reads one command a line on stdin and answers one line on stdout:
   case DIR TA TB BATCH M N K A_BATCHED B_BATCHED -> "ready" (operands read, one warm-up run)
   time REPS                                      -> seconds per run (mean of REPS runs)
   check                                          -> "written" (the result in DIR/c.bin)
@@ -29,7 +30,9 @@ def operands(folder, ta, tb, batch, m, n, k, a_batched, b_batched):
 
 
 def main():
-    torch.set_num_threads(2)
+    threads = int(sys.argv[1]) if len(sys.argv) > 1 else 2
+    torch.set_num_threads(threads)
+    clock = time.thread_time if threads == 1 else time.perf_counter
     shown = [line.strip(" -") for line in torch.__config__.show().splitlines()
              if "Math Kernel Library" in line or "MKL-DNN" in line or "oneDNN" in line]
     print("MKL peer: torch %s, %d threads; %s" % (torch.__version__, torch.get_num_threads(),
@@ -48,10 +51,10 @@ def main():
             print("ready", flush=True)
         elif word[0] == "time":
             reps = int(word[1])
-            t0 = time.perf_counter()
+            t0 = clock()
             for _ in range(reps):
                 torch.matmul(a, b, out=c)
-            print("%.9e" % ((time.perf_counter() - t0) / reps), flush=True)
+            print("%.9e" % ((clock() - t0) / reps), flush=True)
         elif word[0] == "check":
             c.contiguous().numpy().tofile(folder + "/c.bin")
             print("written", flush=True)
