@@ -40,13 +40,15 @@ static GemmGeometry geometry(const Gen *gen, LLVMTypeRef t) {
   int bytes = (int)element_bytes(gen, t);
   GemmGeometry g;
   if (gen->vector_bits >= 512) {
-    /* 32 registers: 12 x 2 accumulators, two of B and a broadcast. The
-     * kc x nr micro-panel of B (32 KiB in f32) stays in a 48 KiB L1 while
-     * the mc x kc block of A streams from L2: mc = 432 (432 KiB, a fifth of
-     * a 2 MiB L2) reuses each B micro-panel three times as long as 144 did,
-     * which measured 0.83 of OpenBLAS at n = 1024 against 0.76
-     * (bench/RESULTS.md, 2026-12-03). */
-    g = (GemmGeometry){.lanes = 64 / bytes, .mr = 12, .nv = 2, .mc = 432, .kc = 256, .nc = 1024};
+    /* 32 registers: 12 x 2 accumulators, two of B and a broadcast. kc =
+     * 512 halves the passes over C that kc = 256 made (each k block reads
+     * and writes the whole of C: from L3 once C passes the 2 MiB L2, n >=
+     * 1024), at the price of a kc x nr micro-panel of B (64 KiB in f32)
+     * larger than the 48 KiB L1: its 128 bytes a k step come from L2,
+     * which keeps up. mc = 192 keeps the packed A block (384 KiB) and B's
+     * in L2. One thread, CPU time, square 2048: 126-133 GFLOP/s at
+     * 432 / 256 against 149-159 (bench/RESULTS.md, 2026-12-07). */
+    g = (GemmGeometry){.lanes = 64 / bytes, .mr = 12, .nv = 2, .mc = 192, .kc = 512, .nc = 1024};
   } else {
     /* 16 registers: 6 x 2 accumulators, two of B and a broadcast. */
     g = (GemmGeometry){.lanes = 32 / bytes, .mr = 6, .nv = 2, .mc = 144, .kc = 256, .nc = 1024};
