@@ -119,8 +119,12 @@ static LLVMValueRef emit_micro_kernel(Gen *gen, LLVMTypeRef t, const GemmGeometr
     for (int v = 0; v < nv; v++)
       acc[r][v] = gen_entry_alloca(gen, vt, "acc");
   /* C is read after the k loop, not before it: the tile's 2 x mr cache
-   * lines are prefetched for writing here, and their misses overlap the
-   * loop instead of stalling its start. The block's products are summed
+   * lines are prefetched here, and their misses overlap the loop instead of
+   * stalling its start. Into L2 (prefetcht1), not L1: with ldc a multiple
+   * of 1024 f32 the tile's lines share one L1 set, where lines fetched at
+   * the start were evicted again by A and B before the loop ended (one
+   * thread, n = 1024 cases 3-12% faster; bench/RESULTS.md, 2026-12-07).
+   * The block's products are summed
    * from zero and then added to C, so each element is C + (its sum over this
    * k block), in a fixed order whatever the threads do. */
   unsigned align = element_bytes(gen, t);
@@ -129,7 +133,7 @@ static LLVMValueRef emit_micro_kernel(Gen *gen, LLVMTypeRef t, const GemmGeometr
     for (int v = 0; v < nv; v++) {
       LLVMValueRef at = add(gen, mul(gen, gen_i64(gen, r), ldc), gen_i64(gen, v * g->lanes));
       LLVMValueRef args[4] = {LLVMBuildBitCast(b, gen_element(gen, t, c, at), i8p, ""),
-                              gen_i32(gen, 1), gen_i32(gen, 3), gen_i32(gen, 1)};
+                              gen_i32(gen, 0), gen_i32(gen, 2), gen_i32(gen, 1)};
       LLVMTypeRef pt = i8p;
       gen_intrinsic(gen, "llvm.prefetch", &pt, 1, args, 4);
       LLVMBuildStore(b, LLVMConstNull(vt), acc[r][v]);
