@@ -4,21 +4,19 @@
  *
  * Goto/BLIS structure: the columns of C go in NC-wide panels, k in KC-long
  * blocks, the rows in MC-tall blocks; B's block is packed into thread
- * scratch (the runtime's tfm_thread_scratch) as NR-column slivers,
- * zero-padded, so one register-blocked micro-kernel computes every MR x NR
- * tile of C with vector loads of B and broadcasts of A. The broadcasts take
- * one element of each of A's MR rows per k step, so A needs no layout of
- * its own: the micro-kernel reads MR-row slivers of A in place through two
- * strides (per k step, per row), and only a last partial sliver of a block
- * is packed, zero-padded. A block's last rows, when fewer than MR, run a
- * micro-kernel of a third or two thirds of MR rows; edge tiles run through
- * a small MR x NR tile on the stack.
+ * scratch (the runtime's tfm_thread_scratch) as NR-column slivers and A's
+ * as MR-row slivers, both zero-padded, so one register-blocked
+ * micro-kernel computes every MR x NR tile of C with vector loads of B and
+ * broadcasts of A, each sliver read in order. A block's last rows, when
+ * fewer than MR, run a micro-kernel of a third or two thirds of MR rows;
+ * edge tiles run through a small MR x NR tile on the stack.
  *
  * Each k block of an element is summed in k ascending order from zero and
  * then added to C (the first block stores its sum): the micro-kernel reads
- * C after its k loop, with the tile's lines prefetched at its start. Products are added with llvm.fmuladd (one rounding where
- * the target has FMA: twice the peak of a separate multiply and add on cores
- * whose two vector ports do both), so results differ from the evaluator's
+ * C after its k loop, with the tile's lines prefetched at its start.
+ * Products are added with llvm.fmuladd (one rounding where the target has
+ * FMA: twice the peak of a separate multiply and add on cores whose two
+ * vector ports do both), so results differ from the evaluator's
  * by rounding; tests/codegen bound a dot's error relative to
  * sum_k |a_ik| |b_kj|. Nothing splits k, so the result does not depend on
  * how the rows are shared among threads. */
@@ -45,9 +43,10 @@ static GemmGeometry geometry(const Gen *gen, LLVMTypeRef t) {
      * and writes the whole of C: from L3 once C passes the 2 MiB L2, n >=
      * 1024), at the price of a kc x nr micro-panel of B (64 KiB in f32)
      * larger than the 48 KiB L1: its 128 bytes a k step come from L2,
-     * which keeps up. mc = 192 keeps the packed A block (384 KiB) and B's
-     * in L2. One thread, CPU time, square 2048: 126-133 GFLOP/s at
-     * 432 / 256 against 149-159 (bench/RESULTS.md, 2026-12-07). */
+     * which keeps up. mc = 192 keeps the packed A block (384 KiB) in L2
+     * beside the B micro-panels passing through. One thread, CPU time,
+     * square 2048, three runs: 126-133 GFLOP/s with mc 432, kc 256 against
+     * 149-159 (bench/RESULTS.md, 2026-12-07). */
     g = (GemmGeometry){.lanes = 64 / bytes, .mr = 12, .nv = 2, .mc = 192, .kc = 512, .nc = 1024};
   } else {
     /* 16 registers: 6 x 2 accumulators, two of B and a broadcast. */
