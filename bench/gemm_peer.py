@@ -4,7 +4,8 @@ as a child process so that its runs alternate with ours case by case.
 
 gemm_bench sets GEMM_BENCH_PYTHON to a Python that has torch and runs this
 script with the number of threads (1 or 2; with 1 a run is timed by the
-thread's CPU time, as gemm_bench times its own). The script reads one command a line on stdin and answers one line on stdout:
+thread's CPU time, as gemm_bench times its own). The script reads one
+command a line on stdin and answers one line on stdout:
   case DIR TA TB BATCH M N K A_BATCHED B_BATCHED -> "ready" (operands read, one warm-up run)
   time REPS                                      -> seconds per run (mean of REPS runs)
   check                                          -> "written" (the result in DIR/c.bin)
@@ -37,7 +38,7 @@ def main():
              if "Math Kernel Library" in line or "MKL-DNN" in line or "oneDNN" in line]
     print("MKL peer: torch %s, %d threads; %s" % (torch.__version__, torch.get_num_threads(),
                                                  "; ".join(shown)), file=sys.stderr, flush=True)
-    a = b = c = None
+    a = b = c = folder = None
     for line in sys.stdin:
         word = line.split()
         if not word:
