@@ -3,14 +3,17 @@
  * values: the `--dtype bf16` graphs, where each is a cast of a bf16 node,
  * so rounding them to bf16 for the mma is exact.
  *
- * A warp takes 16 rows of its side (queries for attention and grad_q,
- * keys for grad_k and grad_v) of one batch and loops over the other side
- * in blocks of 16, every lane in step (the loop bounds are the warp's), so
- * every mma.sync and shuffle is met by the whole warp. Its own rows are A
- * fragments held in registers for the whole loop; the other side's rows
- * are loaded as B fragments straight from global memory (the 8 warps of a
- * launch block take neighbouring row blocks of one batch, so their key
- * and value reads meet in L1; no shared memory, no barriers).
+ * A launch block (8 warps) takes 128 rows of its side (queries for
+ * attention and grad_q, keys for grad_k and grad_v) of one batch, a warp
+ * 16 of them, held as A fragments in registers for the whole loop. The
+ * block loops over the other side in blocks of 64 rows, which its 256
+ * threads stage in shared memory as bf16 (coalesced loads, in the layouts
+ * the B fragments need, one 32-bit shared load a register), between two
+ * barriers; then each warp takes the block's 4 steps of 16 rows, skipping
+ * those past either side's end or the causal diagonal (a branch on
+ * warp-uniform values, so every mma.sync and shuffle is met by the whole
+ * warp). The loop bounds are the launch block's, so every thread meets
+ * every barrier.
  *
  *   forward:  S = Q K^T, online softmax (running max m and sum l in
  *             registers, the output rescaled by exp(m - m') when the max
@@ -19,8 +22,10 @@
  *             dQ += dS K, dq = scale dQ.
  *   grad_k/v: the same transposed over key rows and query blocks:
  *             dV += P^T dO, dK += dS^T Q, dk = scale dK.
- * Causal: the forward and grad_q stop at the block holding the diagonal,
- * grad_k/v start at it; pairs past it in that block get s = -inf (p = 0).
+ * Causal: the forward and grad_q stop at the block holding the launch
+ * block's last row, grad_k/v start at the one holding its first; a warp
+ * skips the steps wholly past its diagonal, and pairs past it in a step
+ * get s = -inf (p = 0).
  *
  * Each mma's C fragment (16 x 8 f32) holds a lane's elements at rows
  * group and group + 8, columns 2 quad and 2 quad + 1 (ptx_dot_tile.h), so
@@ -29,19 +34,26 @@
  * the A fragment of the next product (mma.m16n8k16's A register r holds
  * row group + 8 (r & 1), columns 2 quad + 8 (r >> 1) + {0, 1}).
  *
- * Rounding: the products' operands are bf16 (exact for q, k, v, do; p and
- * ds rounded to nearest), products and sums f32, so o and the gradients
- * differ from the f32 CPU kernel by about 2^-9 of their size; lse and the
- * sums l are f32 from unrounded p. */
+ * Rounding: the products' operands are bf16, exact for q, k, v and do;
+ * p and ds go in as two bf16 parts each (accumulate), products and sums
+ * are f32, so o and the gradients differ from the f32 CPU kernels by the
+ * order of f32 sums and p's 2^-18; lse and the sums l are f32. */
 #include <math.h>
+#include <stdio.h>
 
 #include "ptx.h"
 #include "ptx_dot_tile.h"
 #include "ptx_internal.h"
 #include "ptx_row.h"
 
-/* Rows of a warp, and of each block of the other side. */
+/* Rows of a warp, and of each step over the other side. */
 #define FLASH_ROWS 16
+/* A launch block's warps, rows of its side, and the other side's rows it
+ * stages in shared memory at a time. */
+#define FLASH_WARPS (PTX_BLOCK_THREADS / PTX_WARP)
+#define FLASH_CTA_ROWS (FLASH_WARPS * FLASH_ROWS)
+#define FLASH_BLOCK 64
+#define FLASH_STRIDE 72
 /* The longest head this kernel takes: its own rows' fragments and the
  * accumulators of 64-wide heads fit the registers with no spills. */
 #define FLASH_MAX_HEAD 64
@@ -52,6 +64,8 @@ typedef struct Flash {
   Gen *gen;
   LLVMBuilderRef b;
   LLVMTypeRef f32;
+  int function;
+  LLVMValueRef tid;         /* the thread in its launch block */
   LLVMValueRef group, quad; /* the lane's mma coordinates */
 } Flash;
 
@@ -110,28 +124,43 @@ static void load_a(Flash *f, LLVMValueRef base, LLVMValueRef row0, LLVMValueRef 
   }
 }
 
-/* The B fragment (k x n = 16 x 8) with B[k][n] = Y[y0 + n][k0 + k]: the
- * other side's rows as columns (scores, dp). */
-static void load_b_rows_as_n(Flash *f, LLVMValueRef base, LLVMValueRef y0, LLVMValueRef rows,
-                             int64_t k0, int64_t len, LLVMValueRef out[2]) {
-  LLVMValueRef y = add(f, y0, f->group);
-  for (int r = 0; r < 2; r++) {
-    LLVMValueRef col = addc(f, gen_imul(f->gen, f->quad, 2), k0 + ptx_mma16_b_row(2 * r));
-    out[r] = pack(f, load_guarded(f, base, y, rows, col, len),
-                  load_guarded(f, base, y, rows, addc(f, col, 1), len));
-  }
+/* The other side's rows of one block (FLASH_BLOCK of them), staged by
+ * the launch block in shared memory as bf16, in the layouts its B
+ * fragments need: `n` row-major [row][element] (the rows as the product's
+ * columns: scores, dp), `k` transposed [element][row] (the rows as the
+ * sum's index: p v, ds k); either may be NULL. Rows past the end and
+ * elements past len are 0. Rows of FLASH_STRIDE bf16 (36 words: the 8
+ * groups' rows start on banks 4g, plus the quad's 0..3, so a fragment
+ * load meets 32 banks). */
+typedef struct Staged {
+  LLVMValueRef n, k;
+  int64_t len;
+} Staged;
+
+/* The 32-bit word at bf16 element i (even) of a staged array. */
+static LLVMValueRef staged_word(Flash *f, LLVMValueRef array, LLVMValueRef i) {
+  LLVMValueRef p = LLVMBuildBitCast(f->b, ptx_shared_element(f->gen, array, i),
+                                    LLVMPointerType(f->gen->i32, 3), "");
+  LLVMValueRef v = LLVMBuildLoad2(f->b, f->gen->i32, p, "");
+  LLVMSetAlignment(v, 4);
+  return v;
 }
 
-/* The B fragment with B[k][n] = Y[y0 + k][n0 + n]: the other side's rows
- * as the sum's index (p v, ds k). */
-static void load_b_rows_as_k(Flash *f, LLVMValueRef base, LLVMValueRef y0, LLVMValueRef rows,
-                             int64_t n0, int64_t len, LLVMValueRef out[2]) {
-  LLVMValueRef col = addc(f, f->group, n0);
-  for (int r = 0; r < 2; r++) {
-    LLVMValueRef y = add(f, y0, addc(f, gen_imul(f->gen, f->quad, 2), ptx_mma16_b_row(2 * r)));
-    out[r] = pack(f, load_guarded(f, base, y, rows, col, len),
-                  load_guarded(f, base, addc(f, y, 1), rows, col, len));
-  }
+/* The B fragment (k x n = 16 x 8) with B[k][n] = Y[yl + n][k0 + k], yl
+ * a row of the staged block. */
+static void load_b_rows_as_n(Flash *f, const Staged *y, LLVMValueRef yl, int64_t k0,
+                             LLVMValueRef out[2]) {
+  LLVMValueRef row = gen_imul(f->gen, add(f, yl, f->group), FLASH_STRIDE);
+  for (int r = 0; r < 2; r++)
+    out[r] = staged_word(f, y->n, add(f, row, addc(f, gen_imul(f->gen, f->quad, 2), k0 + ptx_mma16_b_row(2 * r))));
+}
+
+/* The B fragment with B[k][n] = Y[yl + k][n0 + n]. */
+static void load_b_rows_as_k(Flash *f, const Staged *y, LLVMValueRef yl, int64_t n0,
+                             LLVMValueRef out[2]) {
+  LLVMValueRef column = gen_imul(f->gen, addc(f, f->group, n0), FLASH_STRIDE);
+  for (int r = 0; r < 2; r++)
+    out[r] = staged_word(f, y->k, add(f, column, add(f, yl, addc(f, gen_imul(f->gen, f->quad, 2), ptx_mma16_b_row(2 * r)))));
 }
 
 /* acc += A B, one mma.m16n8k16 bf16. */
@@ -144,28 +173,40 @@ static void mma(Flash *f, LLVMValueRef a[4], LLVMValueRef b2[2], Tile *acc) {
 }
 
 /* The 16 x 16 products of the warp's rows (A fragments `a` along a head
- * of len) with rows y0 .. y0 + 15 of the other side: two C tiles. */
-static void block_products(Flash *f, LLVMValueRef a[HEAD_STEPS][4], LLVMValueRef base,
-                           LLVMValueRef y0, LLVMValueRef rows, int64_t len, Tile s[2]) {
+ * of len) with rows yl .. yl + 15 of the staged block: two C tiles. */
+static void block_products(Flash *f, LLVMValueRef a[HEAD_STEPS][4], const Staged *y,
+                           LLVMValueRef yl, Tile s[2]) {
   tiles_zero(f, s, 2);
   for (int nt = 0; nt < 2; nt++)
-    for (int64_t k0 = 0; k0 < len; k0 += PTX_MMA16_K) {
+    for (int64_t k0 = 0; k0 < y->len; k0 += PTX_MMA16_K) {
       LLVMValueRef bf[2];
-      load_b_rows_as_n(f, base, addc(f, y0, nt * PTX_MMA_N), rows, k0, len, bf);
+      load_b_rows_as_n(f, y, addc(f, yl, nt * PTX_MMA_N), k0, bf);
       mma(f, a[k0 / PTX_MMA16_K], bf, &s[nt]);
     }
 }
 
-/* acc[0 .. len / 8) += P Y[y0 .. y0 + 15], P the 16 x 16 block in C
- * tiles p (f32, rounded here). */
-static void accumulate(Flash *f, LLVMValueRef p[2][4], LLVMValueRef base, LLVMValueRef y0,
-                       LLVMValueRef rows, int64_t len, Tile *acc) {
-  LLVMValueRef a[4];
-  for (int r = 0; r < 4; r++) a[r] = pack(f, p[r >> 1][2 * (r & 1)], p[r >> 1][2 * (r & 1) + 1]);
-  for (int64_t n0 = 0; n0 < len; n0 += PTX_MMA_N) {
+/* acc[0 .. len / 8) += P Y[yl .. yl + 15] (staged rows), P the 16 x 16 block in C
+ * tiles p (f32). P goes in as two bf16 parts, its rounding and the
+ * rounding of what that left (p = hi + lo to 2^-18 relative), each
+ * multiplied by the same B fragment: the one rounding of p to bf16 that
+ * FlashAttention makes moved o and the gradients by about 2^-9 of their
+ * size, which a training step's Adam update turned into differences far
+ * past the CPU's; split, the products are f32-accurate, as Y's rows are
+ * bf16 values already. */
+static void accumulate(Flash *f, LLVMValueRef p[2][4], const Staged *y, LLVMValueRef yl,
+                       Tile *acc) {
+  LLVMValueRef hi[4], lo[4];
+  for (int r = 0; r < 4; r++) {
+    LLVMValueRef x[2] = {p[r >> 1][2 * (r & 1)], p[r >> 1][2 * (r & 1) + 1]}, rest[2];
+    for (int i = 0; i < 2; i++) rest[i] = LLVMBuildFSub(f->b, x[i], gen_bf16_round(f->gen, x[i]), "");
+    hi[r] = pack(f, x[0], x[1]);
+    lo[r] = pack(f, rest[0], rest[1]);
+  }
+  for (int64_t n0 = 0; n0 < y->len; n0 += PTX_MMA_N) {
     LLVMValueRef bf[2];
-    load_b_rows_as_k(f, base, y0, rows, n0, len, bf);
-    mma(f, a, bf, &acc[n0 / PTX_MMA_N]);
+    load_b_rows_as_k(f, y, yl, n0, bf);
+    mma(f, lo, bf, &acc[n0 / PTX_MMA_N]);
+    mma(f, hi, bf, &acc[n0 / PTX_MMA_N]);
   }
 }
 
@@ -258,10 +299,135 @@ static void pin_tiles(Flash *f, Tile *acc, int64_t len) {
   }
 }
 
+/* A staged array of the function (FLASH_BLOCK x FLASH_STRIDE bf16, or
+ * FLASH_BLOCK f32 for a row value). */
+static LLVMValueRef staged_array(Flash *f, const char *what, bool row_values) {
+  char name[64];
+  snprintf(name, sizeof name, "att%d_%s", f->function, what);
+  return row_values ? ptx_shared_array(f->gen, name, f->f32, FLASH_BLOCK, 16)
+                    : ptx_shared_array(f->gen, name, f->gen->i16, FLASH_BLOCK * FLASH_STRIDE, 16);
+}
+
+static Staged staged(Flash *f, const char *what, bool n, bool k, int64_t len) {
+  char name[32];
+  Staged y = {.len = len};
+  snprintf(name, sizeof name, "%s_n", what);
+  if (n) y.n = staged_array(f, name, false);
+  snprintf(name, sizeof name, "%s_k", what);
+  if (k) y.k = staged_array(f, name, false);
+  return y;
+}
+
+/* Rows y_start .. y_start + FLASH_BLOCK - 1 (of `rows`) of a row-major
+ * [rows, len] buffer into y's layouts: the block's 256 threads take
+ * consecutive elements (coalesced). The values are bf16 already, so the
+ * high half of each f32 is exact. */
+static void stage(Flash *f, const Staged *y, LLVMValueRef base, LLVMValueRef y_start,
+                  LLVMValueRef rows) {
+  LLVMBuilderRef b = f->b;
+  for (int s = 0; s < FLASH_BLOCK * FLASH_MAX_HEAD / PTX_BLOCK_THREADS; s++) {
+    LLVMValueRef e = addc(f, f->tid, (int64_t)s * PTX_BLOCK_THREADS);
+    LLVMValueRef row = LLVMBuildUDiv(b, e, c64(f, FLASH_MAX_HEAD), "");
+    LLVMValueRef col = LLVMBuildURem(b, e, c64(f, FLASH_MAX_HEAD), "");
+    LLVMValueRef v = load_guarded(f, base, add(f, y_start, row), rows, col, y->len);
+    LLVMValueRef bits = LLVMBuildLShr(b, LLVMBuildBitCast(b, v, f->gen->i32, ""), gen_i32(f->gen, 16), "");
+    bits = LLVMBuildTrunc(b, bits, f->gen->i16, "");
+    if (y->n)
+      LLVMBuildStore(b, bits, ptx_shared_element(f->gen, y->n, add(f, gen_imul(f->gen, row, FLASH_STRIDE), col)));
+    if (y->k)
+      LLVMBuildStore(b, bits, ptx_shared_element(f->gen, y->k, add(f, gen_imul(f->gen, col, FLASH_STRIDE), row)));
+  }
+}
+
+/* Rows y_start .. of a [.., rows, 1] buffer (0 past the end) into a
+ * staged f32 array, by the block's first FLASH_BLOCK threads. */
+static void stage_row_values(Flash *f, LLVMValueRef array, LLVMValueRef base,
+                             LLVMValueRef y_start, LLVMValueRef rows) {
+  LLVMBuilderRef b = f->b;
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMBasicBlockRef load = LLVMAppendBasicBlockInContext(f->gen->context, fn, "row_value");
+  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(f->gen->context, fn, "row_values");
+  LLVMBuildCondBr(b, below(f, f->tid, c64(f, FLASH_BLOCK)), load, next);
+  LLVMPositionBuilderAtEnd(b, load);
+  LLVMValueRef v = load_guarded(f, base, add(f, y_start, f->tid), rows, c64(f, 0), 1);
+  LLVMBuildStore(b, v, ptx_shared_element(f->gen, array, f->tid));
+  LLVMBuildBr(b, next);
+  LLVMPositionBuilderAtEnd(b, next);
+}
+
+static void barrier(Flash *f) { gen_intrinsic(f->gen, "llvm.nvvm.barrier0", NULL, 0, NULL, 0); }
+
+/* The loop over the other side's staged blocks: `begin` opens block
+ * `index` (y_start its first row) after a barrier (every warp is done
+ * with the previous one), its staging is the caller's, then a barrier;
+ * step_begin / step_end bracket one warp's step of 16 rows (yl in the
+ * block), skipped where `skip` (warp-uniform) holds. */
+typedef struct BlockLoop {
+  GenLoop loop, step;
+  LLVMValueRef y_start;
+} BlockLoop;
+
+static void blocks_begin(Flash *f, BlockLoop *l, LLVMValueRef first, LLVMValueRef end) {
+  gen_loop_begin(f->gen, &l->loop, first, end);
+  l->y_start = gen_imul(f->gen, l->loop.index, FLASH_BLOCK);
+  barrier(f);
+}
+
+/* After the caller's staging: the barrier, and the first warp step. */
+static LLVMValueRef steps_begin(Flash *f, BlockLoop *l) {
+  barrier(f);
+  gen_loop_begin(f->gen, &l->step, c64(f, 0), c64(f, FLASH_BLOCK / FLASH_ROWS));
+  return gen_imul(f->gen, l->step.index, FLASH_ROWS);
+}
+
+static void steps_end(Flash *f, BlockLoop *l) {
+  gen_loop_end(f->gen, &l->step);
+  gen_loop_end(f->gen, &l->loop);
+}
+
+/* Skip the rest of the step while `skip` holds; returns where to go on. */
+static LLVMBasicBlockRef step_unless(Flash *f, LLVMValueRef skip) {
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(f->b));
+  LLVMBasicBlockRef run = LLVMAppendBasicBlockInContext(f->gen->context, fn, "step");
+  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(f->gen->context, fn, "step_done");
+  LLVMBuildCondBr(f->b, skip, next, run);
+  LLVMPositionBuilderAtEnd(f->b, run);
+  return next;
+}
+
+static void step_done(Flash *f, LLVMBasicBlockRef next) {
+  LLVMBuildBr(f->b, next);
+  LLVMPositionBuilderAtEnd(f->b, next);
+}
+
+/* The staged blocks of the other side a launch block of query rows from
+ * row0 visits: all of them, or when causal up to the one holding its
+ * last row. */
+static LLVMValueRef query_blocks_end(Flash *f, const FlashKernel *c, LLVMValueRef row0) {
+  LLVMValueRef end = c64(f, ptx_dot_tiles(c->s, FLASH_BLOCK));
+  if (!c->causal) return end;
+  LLVMValueRef last = addc(f, row0, FLASH_CTA_ROWS - 1);
+  LLVMValueRef diag = addc(f, LLVMBuildUDiv(f->b, last, c64(f, FLASH_BLOCK), ""), 1);
+  return gen_intrinsic(f->gen, "llvm.smin", &f->gen->i64, 1, (LLVMValueRef[]){end, diag}, 2);
+}
+
+/* A warp's step of query rows x0 .. x0 + 15 against keys y0 .. y0 + 15
+ * does nothing past the queries' or the keys' end or, causal, past the
+ * diagonal. */
+static LLVMValueRef query_step_idle(Flash *f, const FlashKernel *c, LLVMValueRef x0, LLVMValueRef y0) {
+  LLVMBuilderRef b = f->b;
+  LLVMValueRef idle = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSGE, x0, c64(f, c->t), ""),
+                                  LLVMBuildICmp(b, LLVMIntSGE, y0, c64(f, c->s), ""), "");
+  if (c->causal)
+    idle = LLVMBuildOr(b, idle, LLVMBuildICmp(b, LLVMIntSGT, y0, addc(f, x0, FLASH_ROWS - 1), ""), "");
+  return idle;
+}
+
 /* The forward of query rows x0 .. x0 + 15 of one batch (bases already
- * offset to it). */
-static void forward(Flash *f, const FlashKernel *c, LLVMValueRef x0, LLVMValueRef qb,
-                    LLVMValueRef kb, LLVMValueRef vb, LLVMValueRef ob, LLVMValueRef lseb) {
+ * offset to it); row0 is the launch block's first row. */
+static void forward(Flash *f, const FlashKernel *c, LLVMValueRef row0, LLVMValueRef x0,
+                    LLVMValueRef qb, LLVMValueRef kb, LLVMValueRef vb, LLVMValueRef ob,
+                    LLVMValueRef lseb) {
   LLVMBuilderRef b = f->b;
   LLVMValueRef t = c64(f, c->t), s = c64(f, c->s);
   LLVMValueRef qa[HEAD_STEPS][4];
@@ -269,16 +435,15 @@ static void forward(Flash *f, const FlashKernel *c, LLVMValueRef x0, LLVMValueRe
   LLVMValueRef m[2] = {slot(f, -INFINITY), slot(f, -INFINITY)}, l[2] = {slot(f, 0.0), slot(f, 0.0)};
   Tile o[HEAD_TILES];
   tiles_zero(f, o, HEAD_TILES);
-  /* causal: the blocks up to the one holding the warp's last row */
-  int64_t blocks = ptx_dot_tiles(c->s, FLASH_ROWS);
-  LLVMValueRef end = c64(f, blocks);
-  if (c->causal) end = gen_intrinsic(f->gen, "llvm.smin", &f->gen->i64, 1,
-                                     (LLVMValueRef[]){end, addc(f, LLVMBuildUDiv(b, x0, c64(f, FLASH_ROWS), ""), 1)}, 2);
-  GenLoop blk;
-  gen_loop_begin(f->gen, &blk, c64(f, 0), end);
-  LLVMValueRef y0 = gen_imul(f->gen, blk.index, FLASH_ROWS);
+  Staged ks = staged(f, "k", true, false, c->d), vs = staged(f, "v", false, true, c->dv);
+  BlockLoop blk;
+  blocks_begin(f, &blk, c64(f, 0), query_blocks_end(f, c, row0));
+  stage(f, &ks, kb, blk.y_start, s);
+  stage(f, &vs, vb, blk.y_start, s);
+  LLVMValueRef yl = steps_begin(f, &blk), y0 = add(f, blk.y_start, yl);
+  LLVMBasicBlockRef next = step_unless(f, query_step_idle(f, c, x0, y0));
   Tile st[2];
-  block_products(f, qa, kb, y0, s, c->d, st);
+  block_products(f, qa, &ks, yl, st);
   LLVMValueRef p[2][4];
   for (int h = 0; h < 2; h++) { /* rows group + 8 h: C elements 2 h, 2 h + 1 */
     LLVMValueRef sv[2][2], bm = real(f, -INFINITY);
@@ -309,8 +474,9 @@ static void forward(Flash *f, const FlashKernel *c, LLVMValueRef x0, LLVMValueRe
         LLVMBuildStore(b, LLVMBuildFMul(b, get(f, acc), alpha, ""), acc);
       }
   }
-  accumulate(f, p, vb, y0, s, c->dv, o);
-  gen_loop_end(f->gen, &blk);
+  accumulate(f, p, &vs, yl, o);
+  step_done(f, next);
+  steps_end(f, &blk);
   pin_tiles(f, o, c->dv);
   LLVMValueRef inv[2], lse[2];
   for (int h = 0; h < 2; h++) {
@@ -336,25 +502,10 @@ static void forward(Flash *f, const FlashKernel *c, LLVMValueRef x0, LLVMValueRe
   }
 }
 
-/* The upper bound of a loop over the other side's blocks for the warp's
- * query rows x0 .. x0 + 15: up to the block holding its last row when
- * causal. */
-static LLVMValueRef query_blocks_end(Flash *f, const FlashKernel *c, LLVMValueRef x0) {
-  LLVMValueRef end = c64(f, ptx_dot_tiles(c->s, FLASH_ROWS));
-  if (!c->causal) return end;
-  LLVMValueRef diag = addc(f, LLVMBuildUDiv(f->b, x0, c64(f, FLASH_ROWS), ""), 1);
-  return gen_intrinsic(f->gen, "llvm.smin", &f->gen->i64, 1, (LLVMValueRef[]){end, diag}, 2);
-}
-
-/* Row x's value of a [.., T, 1] input (0 past the end). */
-static LLVMValueRef row_value(Flash *f, const FlashKernel *c, LLVMValueRef base, LLVMValueRef x) {
-  return load_guarded(f, base, x, c64(f, c->t), c64(f, 0), 1);
-}
-
 /* grad_q of query rows x0 .. x0 + 15. */
-static void grad_q(Flash *f, const FlashKernel *c, LLVMValueRef x0, LLVMValueRef qb,
-                   LLVMValueRef kb, LLVMValueRef vb, LLVMValueRef dob, LLVMValueRef lseb,
-                   LLVMValueRef deltab, LLVMValueRef dqb) {
+static void grad_q(Flash *f, const FlashKernel *c, LLVMValueRef row0, LLVMValueRef x0,
+                   LLVMValueRef qb, LLVMValueRef kb, LLVMValueRef vb, LLVMValueRef dob,
+                   LLVMValueRef lseb, LLVMValueRef deltab, LLVMValueRef dqb) {
   LLVMBuilderRef b = f->b;
   LLVMValueRef t = c64(f, c->t), s = c64(f, c->s);
   LLVMValueRef qa[HEAD_STEPS][4], doa[HEAD_STEPS][4];
@@ -362,17 +513,21 @@ static void grad_q(Flash *f, const FlashKernel *c, LLVMValueRef x0, LLVMValueRef
   for (int64_t k0 = 0; k0 < c->dv; k0 += PTX_MMA16_K) load_a(f, dob, x0, t, k0, c->dv, doa[k0 / PTX_MMA16_K]);
   LLVMValueRef lse[2], delta[2];
   for (int h = 0; h < 2; h++) {
-    lse[h] = row_value(f, c, lseb, tile_row(f, x0, 2 * h));
-    delta[h] = row_value(f, c, deltab, tile_row(f, x0, 2 * h));
+    lse[h] = load_guarded(f, lseb, tile_row(f, x0, 2 * h), t, c64(f, 0), 1);
+    delta[h] = load_guarded(f, deltab, tile_row(f, x0, 2 * h), t, c64(f, 0), 1);
   }
   Tile dq[HEAD_TILES];
   tiles_zero(f, dq, HEAD_TILES);
-  GenLoop blk;
-  gen_loop_begin(f->gen, &blk, c64(f, 0), query_blocks_end(f, c, x0));
-  LLVMValueRef y0 = gen_imul(f->gen, blk.index, FLASH_ROWS);
+  Staged ks = staged(f, "k", true, true, c->d), vs = staged(f, "v", true, false, c->dv);
+  BlockLoop blk;
+  blocks_begin(f, &blk, c64(f, 0), query_blocks_end(f, c, row0));
+  stage(f, &ks, kb, blk.y_start, s);
+  stage(f, &vs, vb, blk.y_start, s);
+  LLVMValueRef yl = steps_begin(f, &blk), y0 = add(f, blk.y_start, yl);
+  LLVMBasicBlockRef next = step_unless(f, query_step_idle(f, c, x0, y0));
   Tile st[2], dp[2];
-  block_products(f, qa, kb, y0, s, c->d, st);
-  block_products(f, doa, vb, y0, s, c->dv, dp);
+  block_products(f, qa, &ks, yl, st);
+  block_products(f, doa, &vs, yl, dp);
   LLVMValueRef ds[2][4];
   for (int nt = 0; nt < 2; nt++)
     for (int e = 0; e < 4; e++) {
@@ -380,17 +535,19 @@ static void grad_q(Flash *f, const FlashKernel *c, LLVMValueRef x0, LLVMValueRef
       LLVMValueRef p = p_from_lse(f, sv, lse[e >> 1]);
       ds[nt][e] = LLVMBuildFMul(b, p, LLVMBuildFSub(b, get(f, dp[nt].v[e]), delta[e >> 1], ""), "");
     }
-  accumulate(f, ds, kb, y0, s, c->d, dq);
-  gen_loop_end(f->gen, &blk);
+  accumulate(f, ds, &ks, yl, dq);
+  step_done(f, next);
+  steps_end(f, &blk);
   pin_tiles(f, dq, c->d);
   store_tiles(f, dq, c->d, dqb, x0, t, (LLVMValueRef[]){c->scale, c->scale});
 }
 
 /* grad_k and grad_v of key rows x0 .. x0 + 15 (either output may be
- * absent): the query blocks from the diagonal's when causal. */
-static void grad_kv(Flash *f, const FlashKernel *c, LLVMValueRef x0, LLVMValueRef qb,
-                    LLVMValueRef kb, LLVMValueRef vb, LLVMValueRef dob, LLVMValueRef lseb,
-                    LLVMValueRef deltab, LLVMValueRef dkb, LLVMValueRef dvb) {
+ * absent), FA-2's order: the query blocks from the one holding the launch
+ * block's first key when causal. */
+static void grad_kv(Flash *f, const FlashKernel *c, LLVMValueRef row0, LLVMValueRef x0,
+                    LLVMValueRef qb, LLVMValueRef kb, LLVMValueRef vb, LLVMValueRef dob,
+                    LLVMValueRef lseb, LLVMValueRef deltab, LLVMValueRef dkb, LLVMValueRef dvb) {
   LLVMBuilderRef b = f->b;
   LLVMValueRef t = c64(f, c->t), s = c64(f, c->s);
   LLVMValueRef ka[HEAD_STEPS][4], va[HEAD_STEPS][4];
@@ -400,26 +557,43 @@ static void grad_kv(Flash *f, const FlashKernel *c, LLVMValueRef x0, LLVMValueRe
   Tile dk[HEAD_TILES], dv[HEAD_TILES];
   tiles_zero(f, dk, HEAD_TILES);
   tiles_zero(f, dv, HEAD_TILES);
-  LLVMValueRef start = c->causal ? LLVMBuildUDiv(b, x0, c64(f, FLASH_ROWS), "") : c64(f, 0);
-  GenLoop blk;
-  gen_loop_begin(f->gen, &blk, start, c64(f, ptx_dot_tiles(c->t, FLASH_ROWS)));
-  LLVMValueRef y0 = gen_imul(f->gen, blk.index, FLASH_ROWS);
+  /* q: scores (n) and dk's sum (k); do: dp (n) and dv's sum (k) */
+  Staged qs = staged(f, "q", true, dkb != NULL, c->d);
+  Staged dos = staged(f, "do", dkb != NULL, dvb != NULL, c->dv);
+  LLVMValueRef lse_s = staged_array(f, "lse", true), delta_s = dkb ? staged_array(f, "delta", true) : NULL;
+  LLVMValueRef first = c->causal ? LLVMBuildUDiv(b, row0, c64(f, FLASH_BLOCK), "") : c64(f, 0);
+  BlockLoop blk;
+  blocks_begin(f, &blk, first, c64(f, ptx_dot_tiles(c->t, FLASH_BLOCK)));
+  stage(f, &qs, qb, blk.y_start, t);
+  if (dos.n || dos.k) stage(f, &dos, dob, blk.y_start, t);
+  stage_row_values(f, lse_s, lseb, blk.y_start, t);
+  if (delta_s) stage_row_values(f, delta_s, deltab, blk.y_start, t);
+  LLVMValueRef yl = steps_begin(f, &blk), y0 = add(f, blk.y_start, yl);
+  /* idle past the keys' or the queries' end, or causal, when every query
+   * of the step is before the warp's first key */
+  LLVMValueRef idle = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSGE, x0, s, ""),
+                                  LLVMBuildICmp(b, LLVMIntSGE, y0, t, ""), "");
+  if (c->causal)
+    idle = LLVMBuildOr(b, idle, LLVMBuildICmp(b, LLVMIntSLT, addc(f, y0, FLASH_ROWS - 1), x0, ""), "");
+  LLVMBasicBlockRef next = step_unless(f, idle);
   Tile st[2], dp[2];
-  block_products(f, ka, qb, y0, t, c->d, st);
-  if (dkb) block_products(f, va, dob, y0, t, c->dv, dp);
+  block_products(f, ka, &qs, yl, st);
+  if (dkb) block_products(f, va, &dos, yl, dp);
   LLVMValueRef p[2][4], ds[2][4];
   for (int nt = 0; nt < 2; nt++)
     for (int e = 0; e < 4; e++) {
-      LLVMValueRef y = tile_col(f, y0, nt, e);
+      LLVMValueRef y = tile_col(f, y0, nt, e), at = tile_col(f, yl, nt, e);
       LLVMValueRef sv = visible_score(f, c, get(f, st[nt].v[e]), tile_row(f, x0, e), y, false);
-      p[nt][e] = p_from_lse(f, sv, row_value(f, c, lseb, y));
-      if (dkb)
-        ds[nt][e] = LLVMBuildFMul(b, p[nt][e],
-                                  LLVMBuildFSub(b, get(f, dp[nt].v[e]), row_value(f, c, deltab, y), ""), "");
+      LLVMValueRef lse = LLVMBuildLoad2(b, f->f32, ptx_shared_element(f->gen, lse_s, at), "");
+      p[nt][e] = p_from_lse(f, sv, lse);
+      if (!dkb) continue;
+      LLVMValueRef delta = LLVMBuildLoad2(b, f->f32, ptx_shared_element(f->gen, delta_s, at), "");
+      ds[nt][e] = LLVMBuildFMul(b, p[nt][e], LLVMBuildFSub(b, get(f, dp[nt].v[e]), delta, ""), "");
     }
-  if (dvb) accumulate(f, p, dob, y0, t, c->dv, dv);
-  if (dkb) accumulate(f, ds, qb, y0, t, c->d, dk);
-  gen_loop_end(f->gen, &blk);
+  if (dvb) accumulate(f, p, &dos, yl, dv);
+  if (dkb) accumulate(f, ds, &qs, yl, dk);
+  step_done(f, next);
+  steps_end(f, &blk);
   LLVMValueRef one[2] = {real(f, 1.0), real(f, 1.0)};
   if (dvb) pin_tiles(f, dv, c->dv);
   if (dkb) pin_tiles(f, dk, c->d);
@@ -451,18 +625,19 @@ bool ptx_attention_mma(const Graph *g, const Kernel *kernel) {
   return qs->dims[qs->rank - 1] <= FLASH_MAX_HEAD && vs->dims[vs->rank - 1] <= FLASH_MAX_HEAD;
 }
 
-/* The row blocks of one batch: of queries or of keys, the warps' side. */
+/* The launch blocks of one batch: its rows of the warps' side (queries or
+ * keys) in blocks of FLASH_CTA_ROWS. */
 static int64_t row_blocks(const Graph *g, const GraphNode *n) {
   bool query_rows = n->op == GRAPH_OP_ATTENTION || n->op == GRAPH_OP_ATTENTION_GRAD_Q;
   const GraphShape *side = &graph_node(g, n->inputs[query_rows ? 0 : 1])->shape;
-  return ptx_dot_tiles(side->dims[side->rank - 2], FLASH_ROWS);
+  return ptx_dot_tiles(side->dims[side->rank - 2], FLASH_CTA_ROWS);
 }
 
 int64_t ptx_attention_mma_items(const Graph *g, const Kernel *kernel) {
   const GraphNode *n = graph_node(g, kernel->root);
   const GraphShape *qs = &graph_node(g, n->inputs[0])->shape;
   int64_t batches = graph_shape_numel(qs) / (qs->dims[qs->rank - 2] * qs->dims[qs->rank - 1]);
-  return batches * row_blocks(g, n) * PTX_WARP;
+  return batches * row_blocks(g, n) * PTX_BLOCK_THREADS;
 }
 
 static int arg_of(const Gen *gen, const Kernel *k, GraphId node) {
@@ -491,25 +666,28 @@ void ptx_emit_attention_mma(Gen *gen, int function, const Kernel *kernel) {
   LLVMValueRef also = kernel->also != GRAPH_NONE ? gen_kernel_arg(gen, args, 1, f.f32) : NULL;
   int64_t tiles = row_blocks(g, n);
   LLVMValueRef item = LLVMGetParam(fn, 1);
-  LLVMValueRef lane = LLVMBuildURem(b, item, c64(&f, PTX_WARP), "lane");
-  LLVMValueRef warp = LLVMBuildUDiv(b, item, c64(&f, PTX_WARP), "warp");
+  f.function = function;
+  f.tid = LLVMBuildURem(b, item, c64(&f, PTX_BLOCK_THREADS), "tid");
+  LLVMValueRef block = LLVMBuildUDiv(b, item, c64(&f, PTX_BLOCK_THREADS), "block");
+  LLVMValueRef lane = LLVMBuildURem(b, f.tid, c64(&f, PTX_WARP), "lane");
   f.group = LLVMBuildUDiv(b, lane, c64(&f, PTX_MMA_GROUP), "group");
   f.quad = LLVMBuildURem(b, lane, c64(&f, PTX_MMA_GROUP), "quad");
-  LLVMValueRef batch = LLVMBuildUDiv(b, warp, c64(&f, tiles), "batch");
-  LLVMValueRef x0 = gen_imul(gen, LLVMBuildURem(b, warp, c64(&f, tiles), ""), FLASH_ROWS);
+  LLVMValueRef batch = LLVMBuildUDiv(b, block, c64(&f, tiles), "batch");
+  LLVMValueRef row0 = gen_imul(gen, LLVMBuildURem(b, block, c64(&f, tiles), ""), FLASH_CTA_ROWS);
+  LLVMValueRef x0 = add(&f, row0, gen_imul(gen, LLVMBuildUDiv(b, f.tid, c64(&f, PTX_WARP), ""), FLASH_ROWS));
   /* each input and output offset to the warp's batch */
 #define AT(p, per) ((p) ? gen_element(gen, f.f32, (p), gen_imul(gen, batch, (per))) : NULL)
   LLVMValueRef qb = AT(in[0], c.t * c.d), kb = AT(in[1], c.s * c.d), vb = AT(in[2], c.s * c.dv);
   if (n->op == GRAPH_OP_ATTENTION) {
-    forward(&f, &c, x0, qb, kb, vb, AT(out, c.t * c.dv), AT(also, c.t));
+    forward(&f, &c, row0, x0, qb, kb, vb, AT(out, c.t * c.dv), AT(also, c.t));
   } else {
     LLVMValueRef dob = AT(in[3], c.t * c.dv), lseb = AT(in[4], c.t), deltab = AT(in[5], c.t);
     if (n->op == GRAPH_OP_ATTENTION_GRAD_Q)
-      grad_q(&f, &c, x0, qb, kb, vb, dob, lseb, deltab, AT(out, c.t * c.d));
+      grad_q(&f, &c, row0, x0, qb, kb, vb, dob, lseb, deltab, AT(out, c.t * c.d));
     else if (n->op == GRAPH_OP_ATTENTION_GRAD_K)
-      grad_kv(&f, &c, x0, qb, kb, vb, dob, lseb, deltab, AT(out, c.s * c.d), AT(also, c.s * c.dv));
+      grad_kv(&f, &c, row0, x0, qb, kb, vb, dob, lseb, deltab, AT(out, c.s * c.d), AT(also, c.s * c.dv));
     else
-      grad_kv(&f, &c, x0, qb, kb, vb, dob, lseb, deltab, NULL, AT(out, c.s * c.dv));
+      grad_kv(&f, &c, row0, x0, qb, kb, vb, dob, lseb, deltab, NULL, AT(out, c.s * c.dv));
   }
 #undef AT
   LLVMBuildRetVoid(b);
