@@ -258,7 +258,8 @@ static void softmax(void) {
  * the PTX simulator: up to 2.9e-6; with p rounded once to bf16, as
  * FlashAttention does, 1.8e-3). Sizes: not multiples of the 16-row
  * blocks, heads of 64 (gpt's) and of 40 and 24 (fragments and C tiles
- * cut short), causal and not, T != S; `grads` picks which of dq, dk, dv
+ * cut short), causal and not, T != S, more rows than a launch block
+ * takes; `grads` picks which of dq, dk, dv
  * (bits 0, 1, 2) are outputs, so grad_k and grad_v also run alone. */
 static void attention_case(const char *name, GraphShape batch, int64_t t, int64_t s, int64_t d,
                            int64_t dv, bool causal, unsigned grads) {
@@ -307,6 +308,10 @@ static void attention(void) {
   attention_case("bf16 attention gpt's 128 x 64, causal", SHAPE(1, 2), 128, 128, 64, 64, true, 7);
   attention_case("bf16 attention grad_k alone, causal", SHAPE(2), 21, 21, 64, 48, true, 2);
   attention_case("bf16 attention grad_v alone", SHAPE(2), 17, 30, 24, 64, false, 1 | 4);
+  /* more rows than a launch block's 128: the second block's causal
+   * bounds start and stop off the first's, and keys past 128 */
+  attention_case("bf16 attention causal, 150 rows", SHAPE(2), 150, 150, 32, 64, true, 7);
+  attention_case("bf16 attention 150 queries, 70 keys", SHAPE(1), 150, 70, 64, 40, false, 7);
 }
 
 int main(void) {
