@@ -222,13 +222,11 @@ static LLVMValueRef quad_reduce(Flash *f, LLVMValueRef v, bool max) {
   return v;
 }
 
+/* The op's sizes: T queries, S keys, heads of D (q, k) and Dv (v). */
 typedef struct FlashKernel {
-  GraphOp op;
   bool causal;
-  int64_t t, s, d, dv, tiles; /* tiles: row blocks a batch */
+  int64_t t, s, d, dv;
   LLVMValueRef scale;
-  LLVMValueRef q, k, v, d_o, lse, delta;     /* inputs, NULL when absent */
-  LLVMValueRef out, lse_out, dk_out, dv_out; /* outputs, NULL when not written */
 } FlashKernel;
 
 /* The element (x, y) of C tile element e of block tile nt: its row x (the
@@ -268,8 +266,8 @@ static LLVMValueRef p_from_lse(Flash *f, LLVMValueRef s, LLVMValueRef lse) {
   return LLVMBuildSelect(f->b, dead, real(f, 0.0), p, "");
 }
 
-/* C tiles acc (len columns) times `factor` (per row half, or NULL) into
- * out's rows x0 .. of `rows`. */
+/* C tiles acc (len columns) times `factor` (one for each row half) into
+ * out's rows x0 .. x0 + 15, those below `rows`. */
 static void store_tiles(Flash *f, Tile *acc, int64_t len, LLVMValueRef out, LLVMValueRef x0,
                         LLVMValueRef rows, LLVMValueRef factor[2]) {
   LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(f->b));
@@ -655,7 +653,7 @@ void ptx_emit_attention_mma(Gen *gen, int function, const Kernel *kernel) {
   Flash f = {.gen = gen, .b = b, .f32 = LLVMFloatTypeInContext(gen->context)};
   const GraphShape *qs = &graph_node(g, n->inputs[0])->shape;
   int r = qs->rank;
-  FlashKernel c = {.op = n->op, .causal = n->attrs.causal, .t = qs->dims[r - 2], .d = qs->dims[r - 1]};
+  FlashKernel c = {.causal = n->attrs.causal, .t = qs->dims[r - 2], .d = qs->dims[r - 1]};
   c.s = graph_node(g, n->inputs[1])->shape.dims[r - 2];
   c.dv = graph_node(g, n->inputs[2])->shape.dims[r - 1];
   c.scale = real(&f, n->attrs.scale);
