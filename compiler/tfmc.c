@@ -222,10 +222,14 @@ static int known_cpu(const char *cpu) {
   return 0;
 }
 
-/* emit kernels | llvm | asm: the graph planned into kernels and compiled. */
+/* emit kernels | llvm | asm | ptx: the graph planned into kernels and
+ * compiled. PTX is always the plan a --target cuda build runs (the CPU's
+ * plan merges what the GPU's keeps apart: attention backward, column sums,
+ * update values). */
 static int emit_code(const Graph *g, int form, const char *cpu, const BuildOptions *build) {
   char err[512];
-  KernelPlanOptions plan_options = build->cuda ? (KernelPlanOptions){0} : cpu_plan_options();
+  bool gpu = build->cuda || form == 6;
+  KernelPlanOptions plan_options = gpu ? (KernelPlanOptions){0} : cpu_plan_options();
   Graph *recomputed = kernel_prepare(g, &plan_options, NULL, err, sizeof err);
   KernelPlan *plan = recomputed ? kernel_plan_build(recomputed, &plan_options, err, sizeof err) : NULL;
   if (!plan) {
