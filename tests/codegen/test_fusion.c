@@ -8,6 +8,7 @@
 
 #include "cpu.h"
 #include "harness.h"
+#include "ptx.h"
 
 #define SHAPE(...) ((GraphShape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
 
@@ -485,7 +486,7 @@ static void column_sums(void) {
   graph_output(g, "sum", graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_unary(g, GRAPH_OP_TANH, x), 1));
   graph_output(g, "odd", graph_reduce(g, GRAPH_OP_REDUCE_SUM,
                                       graph_input(g, "y", GRAPH_F32, SHAPE(37, 5)), 1));
-  KernelPlanOptions cpu = cpu_plan_options(), gpu = {0};
+  KernelPlanOptions cpu = cpu_plan_options(), gpu = ptx_plan_options();
   char err[256];
   int kernels[2] = {-1, -1};
   bool grouped = false;
@@ -505,6 +506,72 @@ static void column_sums(void) {
     fprintf(stderr, "column sums: expected 3 kernels on the CPU (one of [8, 1, 24]) and 2 on the "
                     "GPU, got %d and %d\n", kernels[0], kernels[1]);
   cg_check_graph("column sums in groups of rows", g, NULL);
+}
+
+/* Kernels of `g` as `options` plan them (NULL with a check failed). */
+static KernelPlan *prepared_plan(const Graph *g, const KernelPlanOptions *options,
+                                 Graph **prepared) {
+  char err[256];
+  *prepared = kernel_prepare(g, options, NULL, err, sizeof err);
+  KernelPlan *plan = *prepared ? kernel_plan_build(*prepared, options, err, sizeof err) : NULL;
+  if (!CG_CHECK(plan != NULL))
+    fprintf(stderr, "planning: %s\n", err);
+  return plan;
+}
+
+/* Whether some kernel of `plan` has a root of shape `s`. */
+static bool has_root_shape(const KernelPlan *plan, GraphShape s) {
+  for (int k = 0; k < plan->num_kernels; k++)
+    if (graph_shape_equal(&graph_node(plan->graph, plan->kernels[k].root)->shape, &s))
+      return true;
+  return false;
+}
+
+/* Compiled against the evaluator, and run twice with the same bits
+ * (on the GPU: two runs of its kernels; on the CPU: with and without the
+ * thread pool). `negative`, when not GRAPH_NONE, is filled in [-3, -1). */
+static void check_twice(const char *name, Graph *g, GraphId negative) {
+  EvalValues *ref = cg_reference(g, GRAPH_F32, 4242);
+  uint64_t state = 99;
+  if (negative != GRAPH_NONE)
+    cg_fill(ref, negative, -3, -1, &state);
+  CgRunOptions options = {.steps = 1, .tolerance = 1e-5, .same_serial = true};
+  cg_run(name, g, ref, &options);
+  eval_free(ref);
+  graph_free(g);
+}
+
+/* Long reductions into few rows (kernel_block_reductions.c): the GPU's
+ * plan reduces a chunk of PTX_ROW_CHUNK (8192) elements a block, then the
+ * chunks; the CPU's keeps one reduction. A sum of all 7 x 3653 elements
+ * (4 chunks, the last padded), 3 rows of 20011 (3 chunks each) and a max
+ * over rows of 20000 negative values (the last chunk's padding must not
+ * win); each is 2 kernels on the GPU, 1 on the CPU. */
+static void long_reductions(void) {
+  Graph *g = graph_new();
+  GraphId x = graph_input(g, "x", GRAPH_F32, SHAPE(7, 3653));
+  GraphId y = graph_input(g, "y", GRAPH_F32, SHAPE(3, 20011));
+  GraphId z = graph_input(g, "z", GRAPH_F32, SHAPE(2, 20000));
+  GraphId tanh_x = graph_unary(g, GRAPH_OP_TANH, x);
+  graph_output(g, "total", graph_reduce(g, GRAPH_OP_REDUCE_SUM, tanh_x, 3));
+  graph_output(g, "rows", graph_reduce(g, GRAPH_OP_REDUCE_SUM, y, 2));
+  graph_output(g, "max", graph_reduce(g, GRAPH_OP_REDUCE_MAX, z, 2));
+  KernelPlanOptions cpu = cpu_plan_options(), gpu = ptx_plan_options();
+  Graph *prepared[2];
+  KernelPlan *plans[2] = {prepared_plan(g, &cpu, &prepared[0]),
+                          prepared_plan(g, &gpu, &prepared[1])};
+  if (plans[0] && plans[1] &&
+      (!CG_CHECK(plans[0]->num_kernels == 3) || !CG_CHECK(plans[1]->num_kernels == 6) ||
+       !CG_CHECK(has_root_shape(plans[1], SHAPE(1, 4, 1))) ||
+       !CG_CHECK(has_root_shape(plans[1], SHAPE(3, 3, 1))))) {
+    kernel_plan_print(plans[0], stderr);
+    kernel_plan_print(plans[1], stderr);
+  }
+  for (int i = 0; i < 2; i++) {
+    kernel_plan_free(plans[i]);
+    graph_free(prepared[i]);
+  }
+  check_twice("long reductions over chunks", g, z);
 }
 
 /* Kernels of `g` planned for the CPU (kernel_prepare and the CPU's
@@ -802,6 +869,7 @@ int main(void) {
   noalias_buffers();
   recomputation();
   column_sums();
+  long_reductions();
   adam_update();
   update_reading_across();
   row_statistics();

@@ -32,6 +32,12 @@
 /* Threads below which a launch leaves much of a GPU idle (an H100 or H200
  * holds 132 x 2048 resident threads; a quarter of that). */
 #define PTX_FILL_THREADS 65536
+/* A row longer than 2 chunks of PTX_ROW_CHUNK elements, of a reduction
+ * into fewer rows than PTX_LONG_ROWS_MAX (which, a block a row, would
+ * leave the GPU idle), is reduced a chunk a block and then over its chunks
+ * (KernelPlanOptions.long_reduction_chunk): 32 elements a thread. */
+#define PTX_ROW_CHUNK (32 * PTX_ROW_BLOCK_THREADS)
+#define PTX_LONG_ROWS_MAX (PTX_FILL_THREADS / PTX_ROW_BLOCK_THREADS)
 
 /* Threads that share a row whose longest loop (reduction or elementwise
  * part) has `length` elements. */
