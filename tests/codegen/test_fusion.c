@@ -527,6 +527,14 @@ static bool has_root_shape(const KernelPlan *plan, GraphShape s) {
   return false;
 }
 
+/* The most reductions one kernel of `plan` hoists. */
+static int most_hoisted(const KernelPlan *plan) {
+  int most = 0;
+  for (int k = 0; k < plan->num_kernels; k++)
+    most = plan->kernels[k].num_hoisted > most ? plan->kernels[k].num_hoisted : most;
+  return most;
+}
+
 /* Compiled against the evaluator, and run twice with the same bits
  * (on the GPU: two runs of its kernels; on the CPU: with and without the
  * thread pool). `negative`, when not GRAPH_NONE, is filled in [-3, -1). */
@@ -572,6 +580,47 @@ static void long_reductions(void) {
     graph_free(prepared[i]);
   }
   check_twice("long reductions over chunks", g, z);
+}
+
+/* The gradient norm's shape, sqrt(0 + sum x1^2 + ... + sum x12^2) over 12
+ * inputs of 7 to 17001 elements (compiler/ir/train.c). The CPU's plan
+ * hoists all 12 sums into the square root's kernel; the GPU's hoists at
+ * most KernelPlanOptions.max_hoisted a kernel (GPT-2's 148 parameters in
+ * one kernel spilled registers) and splits the 17001-element sum into 3
+ * chunks. */
+static void many_input_norm(void) {
+  const GraphShape shapes[] = {SHAPE(17001), SHAPE(30, 40), SHAPE(7),    SHAPE(64, 3),
+                               SHAPE(513),   SHAPE(5, 5, 5), SHAPE(1000), SHAPE(33),
+                               SHAPE(2, 1024), SHAPE(300),  SHAPE(77),   SHAPE(4096)};
+  int count = (int)(sizeof shapes / sizeof shapes[0]);
+  Graph *g = graph_new();
+  GraphId sum = graph_scalar(g, GRAPH_F32, 0.0);
+  for (int i = 0; i < count; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "x%d", i);
+    GraphId x = graph_input(g, name, GRAPH_F32, shapes[i]);
+    GraphId squares = graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_binary(g, GRAPH_OP_MUL, x, x),
+                                   (1u << shapes[i].rank) - 1);
+    sum = graph_binary(g, GRAPH_OP_ADD, sum, graph_reshape(g, squares, graph_shape_scalar()));
+  }
+  graph_output(g, "norm", graph_unary(g, GRAPH_OP_SQRT, sum));
+  KernelPlanOptions cpu = cpu_plan_options(), gpu = ptx_plan_options();
+  Graph *prepared[2];
+  KernelPlan *plans[2] = {prepared_plan(g, &cpu, &prepared[0]),
+                          prepared_plan(g, &gpu, &prepared[1])};
+  if (plans[0] && plans[1] &&
+      (!CG_CHECK(plans[0]->num_kernels == 1) || !CG_CHECK(most_hoisted(plans[0]) == count) ||
+       !CG_CHECK(gpu.max_hoisted > 0 && gpu.max_hoisted < count) ||
+       !CG_CHECK(most_hoisted(plans[1]) == gpu.max_hoisted) ||
+       !CG_CHECK(has_root_shape(plans[1], SHAPE(1, 3, 1))))) {
+    kernel_plan_print(plans[0], stderr);
+    kernel_plan_print(plans[1], stderr);
+  }
+  for (int i = 0; i < 2; i++) {
+    kernel_plan_free(plans[i]);
+    graph_free(prepared[i]);
+  }
+  check_twice("sum of 12 inputs' squares (the gradient norm)", g, GRAPH_NONE);
 }
 
 /* Kernels of `g` planned for the CPU (kernel_prepare and the CPU's
@@ -870,6 +919,7 @@ int main(void) {
   recomputation();
   column_sums();
   long_reductions();
+  many_input_norm();
   adam_update();
   update_reading_across();
   row_statistics();

@@ -35,6 +35,7 @@ typedef struct KernelDraft {
   int outer_axes;
   int num_vars;
   int64_t extent[KERNEL_MAX_VARS];
+  int num_hoisted;
 } KernelDraft;
 
 typedef struct Planner {
@@ -400,6 +401,7 @@ static bool place_in(Planner *p, GraphId id, int kernel, const KernelIndexMap *p
   if (hoist) {
     *at = paths[0];
     draft->hoisted_at = at;
+    p->kernels[kernel].num_hoisted++;
   }
   draft->paths = copy;
   memcpy(draft->paths, paths, sizeof *paths * (size_t)count);
@@ -425,7 +427,9 @@ static bool try_inline(Planner *p, GraphId id) {
       evaluations(k, graph_node(p->g, k->root)->shape.rank, paths, count) >
           MAX_TRANSCENDENTAL_REPEATS * graph_shape_numel(&n->shape))
     return false;
-  if (is_reduce(n->op) && (count != 1 || !kernel_index_outer_only(&paths[0], k->outer_axes)))
+  int most_hoisted = p->options.max_hoisted;
+  if (is_reduce(n->op) && (count != 1 || !kernel_index_outer_only(&paths[0], k->outer_axes) ||
+                           (most_hoisted > 0 && k->num_hoisted >= most_hoisted)))
     return false;
   return place_in(p, id, kernel, paths, count, KERNEL_INLINED);
 }

@@ -153,6 +153,11 @@ typedef struct KernelPlanOptions {
    * (kernel_block_reductions.c), so that a long row spreads over many
    * threads. For the GPU, whose rows get a block each at most. */
   int64_t long_reduction_chunk, long_reduction_rows;
+  /* A kernel hoists at most this many row reductions (0: as many as its
+   * loop variables allow); the others become kernels of their own. For
+   * the GPU, where each hoisted value holds registers through the rest of
+   * the row (a sum of many parameters' squared gradients spilled). */
+  int max_hoisted;
 } KernelPlanOptions;
 
 /* The graph a backend plans: `in` (optimised) with its column sums and

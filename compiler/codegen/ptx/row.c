@@ -71,7 +71,8 @@ int64_t ptx_row_split_threads(const KernelPlan *plan, int kernel) {
 
 KernelPlanOptions ptx_plan_options(void) {
   return (KernelPlanOptions){.long_reduction_chunk = PTX_ROW_CHUNK,
-                             .long_reduction_rows = PTX_LONG_ROWS_MAX};
+                             .long_reduction_rows = PTX_LONG_ROWS_MAX,
+                             .max_hoisted = PTX_MAX_HOISTED};
 }
 
 int64_t ptx_scatter_block_rows(const GraphNode *scatter) {
