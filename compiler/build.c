@@ -116,7 +116,7 @@ static void compile_graph(Compiled *c) {
   double start = now();
   const char *stage = "internal error: optimising";
   KernelPlanOptions plan_options =
-      c->options->cuda ? (KernelPlanOptions){0} : cpu_plan_options();
+      c->options->cuda ? ptx_plan_options() : cpu_plan_options();
   c->graph = pass_standard(c->lowered, err, sizeof err);
   graph_free(c->lowered);
   c->lowered = NULL;

@@ -228,8 +228,9 @@ static int known_cpu(const char *cpu) {
  * update values). */
 static int emit_code(const Graph *g, int form, const char *cpu, const BuildOptions *build) {
   char err[512];
+  /* emit ptx is the GPU's plan, with or without --target cuda */
   bool gpu = build->cuda || form == 6;
-  KernelPlanOptions plan_options = gpu ? (KernelPlanOptions){0} : cpu_plan_options();
+  KernelPlanOptions plan_options = gpu ? ptx_plan_options() : cpu_plan_options();
   Graph *recomputed = kernel_prepare(g, &plan_options, NULL, err, sizeof err);
   KernelPlan *plan = recomputed ? kernel_plan_build(recomputed, &plan_options, err, sizeof err) : NULL;
   if (!plan) {
