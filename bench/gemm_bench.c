@@ -1,23 +1,30 @@
-/* The generated GEMM against OpenBLAS sgemm, two threads each: every case is
- * a graph with one dot, planned and compiled by the CPU backend (native),
- * loaded as a shared object and run through the runtime's pool; OpenBLAS
- * runs the same product (one cblas_sgemm per batch) on copies of the
- * operands. Runs alternate, medians are printed with GFLOP/s and the ratio
- * (OpenBLAS time / ours); "best" is the ratio of the fastest runs, which
- * other load on the machine disturbs less.
+/* The generated GEMM against OpenBLAS sgemm and, where a Python with PyTorch
+ * 2.x is named, MKL's sgemm (torch.matmul; bench/gemm_peer.py), two threads
+ * each: every case is a graph with one dot, planned and compiled by the CPU
+ * backend (native), loaded as a shared object and run through the runtime's
+ * pool; OpenBLAS runs the same product (one cblas_sgemm per batch) on copies
+ * of the operands, the MKL peer in a child process on the same values. Runs
+ * alternate case by case (ours, OpenBLAS, MKL), medians are printed with
+ * GFLOP/s and the ratios (peer time / ours); "best" is the ratio of the
+ * fastest runs, which other load on the machine disturbs less.
  *
- * The peer runs at its best: OpenBLAS picks its own kernel for the CPU (an
+ * The peers run at their best: OpenBLAS picks its own kernel for the CPU (an
  * OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE in the environment, which some
  * machines set to keep older OpenBLAS builds on a safe kernel, is removed by
- * re-executing without it; the kernel used is printed), and neither side is
- * timed while the other's threads still spin. OpenBLAS's workers busy-wait
+ * re-executing without it; the kernel used is printed), and no side is
+ * timed while another's threads still spin. OpenBLAS's workers busy-wait
  * for about 2^28 cycles after each call (its THREAD_TIMEOUT), a tenth of a
- * second here: on 2 cores our two threads then share them with a third, which
- * halved our times in whichever rounds followed a BLAS run closely.
+ * second here, and the peer's OpenMP threads spin too: on 2 cores our two
+ * threads then share them with a third, which halved our times in whichever
+ * rounds followed a BLAS run closely.
  * usage: gemm_bench [ROUNDS [FILTER]]   (a benchmark, not a test: see bench/RESULTS.md);
- * FILTER runs only the cases whose name contains it. GEMM_BENCH_KEEP=1 keeps the
- * compiled case libraries in /tmp/tfm_gemm_bench_* so `perf report` can name
- * their functions. */
+ * FILTER runs only the cases whose name contains it. GEMM_BENCH_PYTHON=PATH
+ * (a python with torch, e.g. /work/benchenv/bin/python) adds the MKL peer;
+ * GEMM_BENCH_THREADS=1 runs every side on one thread and times it by that
+ * thread's CPU time (CLOCK_THREAD_CPUTIME_ID; the peer's time.thread_time),
+ * which other load on the machine distorts far less than wall time: a
+ * measure of the kernels, not of the threading. GEMM_BENCH_KEEP=1 keeps the compiled case libraries in /tmp/tfm_gemm_bench_*
+ * so `perf report` can name their functions. */
 #define _POSIX_C_SOURCE 200809L
 #include <cblas.h>
 #include <dirent.h>
@@ -27,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -85,24 +93,28 @@ static const Case cases[] = {
 
 typedef void (*RunFn)(uint8_t *persistent, uint8_t *scratch, tfm_pool *pool);
 
+/* 1 or 2 (GEMM_BENCH_THREADS): with 1, times are the thread's CPU time. */
+static int threads = 2;
+
 static double now(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(threads == 1 ? CLOCK_THREAD_CPUTIME_ID : CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* Whether any thread of this process other than the main one (whose thread id
- * is the process id) is running (state R in /proc/self/task/TID/stat), i.e.
- * still spinning after its last job. */
-static bool other_threads_running(void) {
-  DIR *tasks = opendir("/proc/self/task");
-  if (!tasks) return false;
+/* Whether any thread of process `pid` other than this process's main one
+ * (whose thread id is the process id) is running (state R in
+ * /proc/PID/task/TID/stat), i.e. still spinning after its last job. */
+static bool threads_running(pid_t pid) {
   char self[32], path[300], stat[512];
+  snprintf(path, sizeof path, "/proc/%ld/task", (long)pid);
+  DIR *tasks = opendir(path);
+  if (!tasks) return false;
   snprintf(self, sizeof self, "%ld", (long)getpid());
   bool running = false;
   for (struct dirent *t; !running && (t = readdir(tasks));) {
     if (t->d_name[0] == '.' || strcmp(t->d_name, self) == 0) continue;
-    snprintf(path, sizeof path, "/proc/self/task/%s/stat", t->d_name);
+    snprintf(path, sizeof path, "/proc/%ld/task/%s/stat", (long)pid, t->d_name);
     FILE *f = fopen(path, "r");
     if (!f) continue;
     size_t got = fread(stat, 1, sizeof stat - 1, f);
@@ -115,11 +127,66 @@ static bool other_threads_running(void) {
   return running;
 }
 
-/* Waits (up to a second) until the other threads sleep, so the next timed run
- * has both cores to itself. */
-static void wait_for_idle_threads(void) {
-  for (int i = 0; i < 1000 && other_threads_running(); i++)
+/* The MKL peer's process (bench/gemm_peer.py) and its pipes; pid 0 when
+ * there is none. */
+typedef struct Peer {
+  pid_t pid;
+  FILE *to, *from;
+} Peer;
+
+/* Waits (up to a second) until the other threads, ours and the peer's, sleep,
+ * so the next timed run has both cores to itself. */
+static void wait_for_idle_threads(const Peer *peer) {
+  for (int i = 0; i < 1000 && (threads_running(getpid()) || (peer->pid && threads_running(peer->pid)));
+       i++)
     nanosleep(&(struct timespec){.tv_nsec = 1000000}, NULL);
+}
+
+/* Starts `python bench/gemm_peer.py` beside this binary's source (the path is
+ * fixed at build time) with a pipe each way. */
+static bool peer_start(Peer *peer, const char *python) {
+  int down[2], up[2];
+  if (pipe(down) != 0 || pipe(up) != 0) return false;
+  pid_t pid = fork();
+  if (pid < 0) return false;
+  if (pid == 0) {
+    dup2(down[0], 0), dup2(up[1], 1);
+    close(down[0]), close(down[1]), close(up[0]), close(up[1]);
+    execl(python, python, TFM_BENCH_DIR "/gemm_peer.py", threads == 1 ? "1" : "2", (char *)NULL);
+    fprintf(stderr, "gemm_bench: cannot run %s: %s\n", python, strerror(errno));
+    _exit(127);
+  }
+  close(down[0]), close(up[1]);
+  *peer = (Peer){.pid = pid, .to = fdopen(down[1], "w"), .from = fdopen(up[0], "r")};
+  return peer->to && peer->from;
+}
+
+/* Sends one command line and returns the answer line in `answer`. */
+static bool peer_ask(const Peer *peer, const char *command, char *answer, size_t size) {
+  if (fprintf(peer->to, "%s\n", command) < 0 || fflush(peer->to) != 0 ||
+      !fgets(answer, (int)size, peer->from)) {
+    fprintf(stderr, "gemm_bench: the MKL peer stopped answering (after \"%s\")\n", command);
+    return false;
+  }
+  return true;
+}
+
+static bool write_floats(const char *dir, const char *name, const float *x, size_t count) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "wb");
+  bool ok = f && fwrite(x, sizeof *x, count, f) == count;
+  return (f && fclose(f) == 0) && ok;
+}
+
+static bool read_floats(const char *dir, const char *name, float *x, size_t count) {
+  char path[300];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "rb");
+  bool ok = f && fread(x, sizeof *x, count, f) == count;
+  if (f) fclose(f);
+  unlink(path);
+  return ok;
 }
 
 /* OpenBLAS reads these when it is loaded: drop them by running again without. */
@@ -214,6 +281,40 @@ static void blas(const Case *cs, const float *a, const float *b, float *c) {
                 (int)(cs->tb ? cs->k : cs->n), 0.0f, c + i * cs->m * cs->n, (int)cs->n);
 }
 
+/* The largest |x - ref| / max(|ref|, 1e-3): the two round differently. */
+static double worst_difference(const float *x, const float *ref, size_t count) {
+  double worst = 0;
+  for (size_t i = 0; i < count; i++)
+    worst = fmax(worst, fabs(x[i] - ref[i]) / fmax(fabs(ref[i]), 1e-3));
+  return worst;
+}
+
+/* Hands the case's operands to the MKL peer and checks its result against
+ * OpenBLAS's (in `ref`); returns its largest difference, or -1 on failure. */
+static double peer_case(const Peer *peer, const char *dir, const Case *cs, const float *a, size_t na,
+                        const float *b, size_t nb, const float *ref, size_t nc) {
+  char command[512], answer[256];
+  if (!write_floats(dir, "a.bin", a, na) || !write_floats(dir, "b.bin", b, nb)) return -1;
+  snprintf(command, sizeof command, "case %s %d %d %lld %lld %lld %lld %d %d", dir, cs->ta, cs->tb,
+           (long long)cs->batch, (long long)cs->m, (long long)cs->n, (long long)cs->k,
+           cs->a_batched, cs->b_batched);
+  float *c = malloc(nc * sizeof *c);
+  bool ok = c && peer_ask(peer, command, answer, sizeof answer) && strncmp(answer, "ready", 5) == 0 &&
+            peer_ask(peer, "check", answer, sizeof answer) && read_floats(dir, "c.bin", c, nc);
+  double worst = ok ? worst_difference(c, ref, nc) : -1;
+  free(c);
+  snprintf(command, sizeof command, "%s/a.bin", dir), unlink(command);
+  snprintf(command, sizeof command, "%s/b.bin", dir), unlink(command);
+  return worst;
+}
+
+/* One timed run of the MKL peer: seconds per repetition, or -1. */
+static double peer_time(const Peer *peer, int reps) {
+  char command[64], answer[256];
+  snprintf(command, sizeof command, "time %d", reps);
+  return peer_ask(peer, command, answer, sizeof answer) ? atof(answer) : -1;
+}
+
 int main(int argc, char **argv) {
   reexec_without_openblas_overrides(argv);
   int rounds = argc > 1 ? atoi(argv[1]) : 5;
@@ -222,17 +323,32 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: gemm_bench [ROUNDS (1..100) [FILTER]]\n");
     return 2;
   }
+  const char *threads_env = getenv("GEMM_BENCH_THREADS");
+  if (threads_env && (threads = atoi(threads_env)) != 1 && threads != 2) {
+    fprintf(stderr, "gemm_bench: GEMM_BENCH_THREADS must be 1 or 2, not %s\n", threads_env);
+    return 2;
+  }
   char dir[] = "/tmp/tfm_gemm_bench_XXXXXX";
   tfm_pool *pool;
-  if (!mkdtemp(dir) || tfm_pool_create(&pool, 2) != TFM_OK) {
+  if (!mkdtemp(dir) || tfm_pool_create(&pool, (size_t)threads) != TFM_OK) {
     fprintf(stderr, "gemm_bench: cannot set up: %s\n", tfm_error());
     return 1;
   }
-  openblas_set_num_threads(2);
-  printf("OpenBLAS kernel: %s (%s)\n", openblas_get_corename(), openblas_get_config());
-  double step_ours = 0, step_blas = 0, step_flops = 0;
-  printf("%-38s %10s %10s %8s %8s %7s %9s %7s\n", "case", "ours ms", "blas ms", "ours GF", "blas GF",
-         "ratio", "max rel", "best");
+  Peer peer = {0};
+  const char *python = getenv("GEMM_BENCH_PYTHON");
+  if (python && *python && !peer_start(&peer, python)) {
+    fprintf(stderr, "gemm_bench: cannot start the MKL peer %s: %s\n", python, strerror(errno));
+    return 1;
+  }
+  openblas_set_num_threads(threads);
+  printf("%d thread(s), %s; OpenBLAS kernel: %s (%s)\n", threads,
+         threads == 1 ? "CPU time of the thread" : "wall time", openblas_get_corename(),
+         openblas_get_config());
+  if (!peer.pid) printf("MKL peer: none (set GEMM_BENCH_PYTHON to a python with torch)\n");
+  fflush(stdout);
+  double step[3] = {0, 0, 0}, step_flops = 0;
+  printf("%-38s %9s %9s %9s %7s %6s %6s %8s %8s %6s %6s\n", "case", "ours ms", "blas ms", "mkl ms",
+         "ours GF", "/blas", "/mkl", "rel blas", "rel mkl", "best b", "best m");
   for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
     const Case *cs = &cases[ci];
     if (!strstr(cs->name, filter))
@@ -262,29 +378,39 @@ int main(int argc, char **argv) {
     blas(cs, a, b, c);
     double once = (now() - t0) / 2;
     int reps = once > 0.05 ? 1 : (int)(0.05 / once) + 1;
-    double worst = 0;
-    for (size_t i = 0; i < nc; i++)
-      worst = fmax(worst, fabs(ours.c[i] - c[i]) / fmax(fabs(c[i]), 1e-3));
-    double t_ours[100], t_blas[100];
+    double worst = worst_difference(ours.c, c, nc), worst_mkl = 0;
+    if (peer.pid && (worst_mkl = peer_case(&peer, dir, cs, a, na, b, nb, c, nc)) < 0)
+      return 1;
+    double t[3][100];
     for (int r = 0; r < rounds; r++) {
-      wait_for_idle_threads();
+      wait_for_idle_threads(&peer);
       t0 = now();
       for (int i = 0; i < reps; i++)
         ours.run(ours.arena.persistent, ours.arena.scratch, pool);
-      t_ours[r] = (now() - t0) / reps;
-      wait_for_idle_threads();
+      t[0][r] = (now() - t0) / reps;
+      wait_for_idle_threads(&peer);
       t0 = now();
       for (int i = 0; i < reps; i++)
         blas(cs, a, b, c);
-      t_blas[r] = (now() - t0) / reps;
+      t[1][r] = (now() - t0) / reps;
+      t[2][r] = 0;
+      if (peer.pid) {
+        wait_for_idle_threads(&peer);
+        if ((t[2][r] = peer_time(&peer, reps)) < 0)
+          return 1;
+      }
     }
-    qsort(t_ours, (size_t)rounds, sizeof *t_ours, compare);
-    qsort(t_blas, (size_t)rounds, sizeof *t_blas, compare);
-    double mo = t_ours[(rounds - 1) / 2], mb = t_blas[(rounds - 1) / 2];
-    printf("%-38s %10.3f %10.3f %8.1f %8.1f %7.2f %9.1e %7.2f\n", cs->name, 1e3 * mo, 1e3 * mb,
-           flops / mo * 1e-9, flops / mb * 1e-9, mb / mo, worst, t_blas[0] / t_ours[0]);
+    double median[3];
+    for (int s = 0; s < 3; s++) {
+      qsort(t[s], (size_t)rounds, sizeof *t[s], compare);
+      median[s] = t[s][(rounds - 1) / 2];
+      step[s] += cs->per_step * median[s];
+    }
+    double mo = median[0];
+    printf("%-38s %9.3f %9.3f %9.3f %7.1f %6.2f %6.2f %8.1e %8.1e %6.2f %6.2f\n", cs->name,
+           1e3 * mo, 1e3 * median[1], 1e3 * median[2], flops / mo * 1e-9, median[1] / mo,
+           median[2] / mo, worst, worst_mkl, t[1][0] / t[0][0], t[2][0] / t[0][0]);
     fflush(stdout);
-    step_ours += cs->per_step * mo, step_blas += cs->per_step * mb;
     step_flops += cs->per_step * flops;
     free(a), free(b), free(c);
     tfm_arena_destroy(&ours.arena);
@@ -292,10 +418,15 @@ int main(int argc, char **argv) {
     kernel_plan_free(plan);
     graph_free(g);
   }
-  if (step_ours > 0)
-    printf("%-38s %10.3f %10.3f %8.1f %8.1f %7.2f\n", "gpt step (sum x per_step)", 1e3 * step_ours,
-           1e3 * step_blas, step_flops / step_ours * 1e-9, step_flops / step_blas * 1e-9,
-           step_blas / step_ours);
+  if (step[0] > 0)
+    printf("%-38s %9.3f %9.3f %9.3f %7.1f %6.2f %6.2f\n", "gpt step (sum x per_step)",
+           1e3 * step[0], 1e3 * step[1], 1e3 * step[2], step_flops / step[0] * 1e-9,
+           step[1] / step[0], step[2] / step[0]);
+  if (peer.pid) {
+    fclose(peer.to); /* the peer ends at the end of its input */
+    fclose(peer.from);
+    waitpid(peer.pid, NULL, 0);
+  }
   tfm_pool_destroy(pool);
   rmdir(dir);
   return 0;

@@ -18,6 +18,7 @@
 #include "cpu.h"
 #include "describe.h"
 #include "diag.h"
+#include "errbuf.h"
 #include "kernel.h"
 #include "link.h"
 #include "lower.h"
@@ -63,6 +64,9 @@ typedef struct Compiled {
   KernelPlan *plan;
   CpuModule *module;
   char object[4200];
+  /* --cpu generic-dispatch: the objects of variants 1.. (dispatch.c); the
+   * module above is variant 0's, with the dispatching entry points */
+  char variant_object[CPU_VARIANTS][4200];
   /* Inputs of compile_graph, which runs on a thread of its own: */
   Graph *lowered;
   const BuildOptions *options;
@@ -75,6 +79,8 @@ typedef struct Compiled {
 
 static void compiled_free(Compiled *c) {
   if (c->object[0]) unlink(c->object);
+  for (int v = 1; v < CPU_VARIANTS; v++)
+    if (c->variant_object[v][0]) unlink(c->variant_object[v]);
   graph_free(c->lowered);
   cpu_module_free(c->module);
   kernel_plan_free(c->plan);
@@ -83,12 +89,34 @@ static void compiled_free(Compiled *c) {
 
 /* Optimises, plans, compiles and writes the object of one graph (owns
  * c->lowered). Runs on its own thread: errors go to c->error, not diag. */
+static bool cpu_dispatching(const BuildOptions *b) {
+  return !strcmp(b->cpu, "generic-dispatch");
+}
+
+/* --cpu generic-dispatch: the graph's code for variants 1.. of dispatch.c,
+ * each an object of its own beside variant 0's (the Compiled's module). */
+static bool compile_variants(Compiled *c, char *err, size_t err_size) {
+  for (int v = 1; v < CPU_VARIANTS; v++) {
+    char prefix[240];
+    CpuOptions o = {.cpu = cpu_variants[v].cpu, .features = cpu_variants[v].features,
+                    .prefix = cpu_variant_prefix(c->prefix, v, prefix, sizeof prefix)};
+    if (snprintf(c->variant_object[v], sizeof c->variant_object[v], "%s.%s.o", c->object,
+                 cpu_variants[v].name) >= (int)sizeof c->variant_object[v])
+      return errbuf_set(err, err_size, "the temporary folder's name is too long");
+    CpuModule *m = cpu_compile(c->plan, &o, err, err_size);
+    bool ok = m && cpu_emit_object(m, c->variant_object[v], err, err_size);
+    cpu_module_free(m);
+    if (!ok) return false;
+  }
+  return true;
+}
+
 static void compile_graph(Compiled *c) {
   char err[512];
   double start = now();
   const char *stage = "internal error: optimising";
   KernelPlanOptions plan_options =
-      c->options->cuda ? (KernelPlanOptions){0} : cpu_plan_options();
+      c->options->cuda ? ptx_plan_options() : cpu_plan_options();
   c->graph = pass_standard(c->lowered, err, sizeof err);
   graph_free(c->lowered);
   c->lowered = NULL;
@@ -110,12 +138,17 @@ static void compile_graph(Compiled *c) {
                        .cublas = c->options->cublas};
       ptx = ptx_compile(c->plan, &po, err, sizeof err);
     }
-    if (ptx || !c->options->cuda) {
+    bool dispatch = cpu_dispatching(c->options);
+    if ((ptx || !c->options->cuda) && (!dispatch || compile_variants(c, err, sizeof err))) {
       PtxHost host = {.ptx = ptx, .cublas = c->options->cublas};
       Target cuda_host = ptx_host_target(&host);
-      CpuOptions o = {.cpu = c->options->cpu, .prefix = c->prefix,
-                      .target = c->options->cuda ? &cuda_host : NULL};
+      CpuOptions o = {.cpu = dispatch ? cpu_variants[0].cpu : c->options->cpu,
+                      .prefix = c->prefix, .target = c->options->cuda ? &cuda_host : NULL};
       c->module = cpu_compile(c->plan, &o, err, sizeof err);
+      if (c->module && dispatch && !cpu_add_dispatch(c->module, c->prefix, err, sizeof err)) {
+        cpu_module_free(c->module);
+        c->module = NULL;
+      }
     }
     free(ptx);
   }
@@ -314,7 +347,7 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
                         apply ? "tfm_train_apply" : NULL, b->cuda, num_pretrained,
                         pretrained_names, pretrained_prefixes, num_ignored, ignored,
                         norm ? "tfm_train_norm" : NULL, num_apply_param, apply_param_prefixes,
-                        decode ? "tfm_decode" : NULL};
+                        decode ? "tfm_decode" : NULL, cpu_dispatching(b)};
   graphs[2].model = &d;
   for (int i = 0; i < num_graphs; i++) {
     graphs[i].options = b;
@@ -349,8 +382,8 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   compile_graphs(main_list);
   if (threaded) pthread_join(thread, NULL);
 
-  int ok = 1, count = 0;
-  const char **objects = pool_alloc(sizeof(char *) * (size_t)num_graphs);
+  int ok = 1, count = 0, built = 0;
+  const char **objects = pool_alloc(sizeof(char *) * (size_t)num_graphs * CPU_VARIANTS);
   for (int i = 0; i < num_graphs; i++) {
     if (!graphs[i].module && !graphs[i].error[0]) continue; /* no such graph */
     if (!graphs[i].ok) {
@@ -364,6 +397,9 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
               graphs[i].plan->num_kernels, graphs[i].plan->num_functions, graphs[i].seconds,
               graphs[i].emit_seconds);
     objects[count++] = graphs[i].object;
+    built++;
+    for (int v = 1; v < CPU_VARIANTS; v++)
+      if (graphs[i].variant_object[v][0]) objects[count++] = graphs[i].variant_object[v];
   }
   if (ok) ok = b->shared ? link_library(objects, count, b->output) : link_executable(objects, count, b->output);
   if (ok && b->shared) {
@@ -377,7 +413,7 @@ int build_binary(const FrontOptions *front, const BuildOptions *b) {
   for (int i = 0; i < num_graphs; i++) compiled_free(&graphs[i]);
   rmdir(dir);
   if (ok && b->verbose)
-    fprintf(stderr, "tfmc: built %s (%d graphs) in %.2f s\n", b->output, count, now() - start);
+    fprintf(stderr, "tfmc: built %s (%d graphs) in %.2f s\n", b->output, built, now() - start);
   return ok ? 0 : 1;
 
 failed: /* the graphs lowered before the failure; the Compiled own them after */

@@ -13,6 +13,7 @@
 #include "cpu.h"
 #include "graph_text.h"
 #include "kernel.h"
+#include "ptx.h"
 
 extern char **environ;
 
@@ -70,7 +71,7 @@ int emit_dot(const Graph *g, const EmitDotOptions *options) {
   /* The kernels are formed from the prepared graph (recomputed copies
    * included), so that is the graph drawn: each node in one kernel. */
   char err[512];
-  KernelPlanOptions plan_options = options->cuda ? (KernelPlanOptions){0} : cpu_plan_options();
+  KernelPlanOptions plan_options = options->cuda ? ptx_plan_options() : cpu_plan_options();
   Graph *planned = kernel_prepare(g, &plan_options, NULL, err, sizeof err);
   KernelPlan *plan = planned ? kernel_plan_build(planned, &plan_options, err, sizeof err) : NULL;
   int count = planned ? graph_count(planned) : 0;

@@ -67,8 +67,11 @@ static const char usage_text[] =
     "  --no-fuse-attention  keep attention as primitives (no fused attention ops;\n"
     "                  training then stores the [.., T, S] probabilities)\n"
     "  -o FILE         build: the executable to write\n"
-    "  --cpu CPU       build, emit llvm|asm: native (default: this machine's CPU) or\n"
-    "                  an LLVM CPU name such as x86-64-v3 for a portable binary\n"
+    "  --cpu CPU       build, emit llvm|asm: native (default: this machine's CPU),\n"
+    "                  an LLVM CPU name such as x86-64-v3 for a portable binary, or\n"
+    "                  (build) generic-dispatch: one binary holding the code for\n"
+    "                  AVX2, AVX-512 and AMX CPUs, choosing at start-up (the\n"
+    "                  environment's TFM_CPU_VARIANT=avx2|avx512|amx forces one)\n"
     "  -v              build: report the time taken\n"
     "  --data-parallel build: also compile the train step as gradients + their\n"
     "                  application, so that `mpirun -np N BINARY train` trains\n"
@@ -210,7 +213,7 @@ static Graph *optimize_graph(Graph *g) {
 
 /* LLVM aborts on a CPU name it does not know, so --cpu is checked first. */
 static int known_cpu(const char *cpu) {
-  static const char *const cpus[] = {"native", "x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4",
+  static const char *const cpus[] = {"native", "generic-dispatch", "x86-64", "x86-64-v2", "x86-64-v3", "x86-64-v4",
                                      "haswell", "broadwell", "skylake", "skylake-avx512",
                                      "cascadelake", "icelake-server", "sapphirerapids",
                                      "znver1", "znver2", "znver3"};
@@ -219,10 +222,15 @@ static int known_cpu(const char *cpu) {
   return 0;
 }
 
-/* emit kernels | llvm | asm: the graph planned into kernels and compiled. */
+/* emit kernels | llvm | asm | ptx: the graph planned into kernels and
+ * compiled. PTX is always the plan a --target cuda build runs (the CPU's
+ * plan merges what the GPU's keeps apart: attention backward, column sums,
+ * update values). */
 static int emit_code(const Graph *g, int form, const char *cpu, const BuildOptions *build) {
   char err[512];
-  KernelPlanOptions plan_options = build->cuda ? (KernelPlanOptions){0} : cpu_plan_options();
+  /* emit ptx is the GPU's plan, with or without --target cuda */
+  bool gpu = build->cuda || form == 6;
+  KernelPlanOptions plan_options = gpu ? ptx_plan_options() : cpu_plan_options();
   Graph *recomputed = kernel_prepare(g, &plan_options, NULL, err, sizeof err);
   KernelPlan *plan = recomputed ? kernel_plan_build(recomputed, &plan_options, err, sizeof err) : NULL;
   if (!plan) {
@@ -389,9 +397,13 @@ int main(int argc, char **argv) {
   if ((dot.layers || dot.fused || dot.svg) && form != 2)
     return usage_error("%s", "--layers, --fused and --svg go with emit dot");
   if (!known_cpu(build.cpu))
-    return usage_error("--cpu: unknown CPU '%s' (native, x86-64, x86-64-v2, x86-64-v3, "
-                       "x86-64-v4, haswell, skylake, skylake-avx512, icelake-server, "
+    return usage_error("--cpu: unknown CPU '%s' (native, generic-dispatch, x86-64, x86-64-v2, "
+                       "x86-64-v3, x86-64-v4, haswell, skylake, skylake-avx512, icelake-server, "
                        "sapphirerapids, znver1, znver2, znver3)", build.cpu);
+  /* The variants are whole CPU builds; only build links them together. */
+  if (!strcmp(build.cpu, "generic-dispatch") && (strcmp(command, "build") || build.cuda))
+    return usage_error("%s", "--cpu generic-dispatch goes with build for the CPU; emit shows one "
+                             "variant at a time (--cpu x86-64-v3 or x86-64-v4)");
   if (!opt.path) return usage_error("%s: no input file", command);
   /* cuBLAS runs on the GPU only: a CPU build's dots are its own GEMM. */
   if (build.cublas && !(!strcmp(command, "build") ? build.cuda : form == 6))

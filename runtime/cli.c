@@ -11,7 +11,9 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cpu_variant.h"
 #include "dist.h"
+#include "gpu.h"
 #include "pretrained.h"
 #include "train_dist.h"
 #include "tokenizer.h"
@@ -82,6 +84,10 @@ static const char usage[] =
     "                     same file (rank 0 gathers the state); --resume takes any\n"
     "                     checkpoint with or without --zero, any number of ranks.\n"
     "                     --zero 0 (default): every rank updates every param\n"
+    "  --data-parallel    train through the data-parallel loop even in one process\n"
+    "                     (a --data-parallel binary; a --target cuda one then averages\n"
+    "                     over a one-GPU NCCL communicator): the check that the loop,\n"
+    "                     or NCCL, changes no loss. Under mpirun it is always on\n"
     "  --load FILE        checkpoint to evaluate, translate or generate with (train\n"
     "                     refuses it: continue a run with --save FILE --resume)\n"
     "  --init FILE        another tool's checkpoint (a Hugging Face safetensors file,\n"
@@ -101,7 +107,11 @@ static const char usage[] =
     "                     text's held-out tail); tools/report.py draws it\n"
     "  --profile          at the end, print to stderr the time of each kernel (calls,\n"
     "                     total ms, %% of its graph's run time, GFLOP/s, GB/s), per\n"
-    "                     graph, slowest first, then the graph's total\n"
+    "                     graph, slowest first, then the graph's total; on the GPU\n"
+    "                     also the launches per step ('1 graph launch (N kernels,\n"
+    "                     C copies)': a CUDA graph's kernels are not timed one by one)\n"
+    "  --no-cuda-graph    train on the GPU: launch each kernel of the step instead of\n"
+    "                     replaying the step as one CUDA graph (for comparison)\n"
     "  --show N           translations to print after eval (default 5)\n"
     "  --beam N           eval/translate: beam search of width N (default: greedy;\n"
     "                     --beam 1 gives the greedy translations); a translation has\n"
@@ -674,7 +684,7 @@ static int cmd_train(const char *prog, const Cli *c, tfm_pool *pool) {
   if (c->zero && ranks == 1)
     fprintf(stderr, "%s: --zero 1: a single process has no optimizer state to shard; ignored\n",
             prog);
-  int status = ranks > 1 && tfm_dist_train_open(&dist, &o, (int)c->zero);
+  int status = (ranks > 1 || c->data_parallel) && tfm_dist_train_open(&dist, &o, ranks > 1 && c->zero);
   o.engine = dist ? tfm_dist_train_engine(dist) : NULL;
   if (!status) status = tfm_train(&o, &r);
   if (!status && !rank) tfm_dist_train_report(dist, stdout);
@@ -820,6 +830,9 @@ static int cmd_info(void) {
   printf("model %s (compiled from %s)\nconfig:\n", tfm_model.name, tfm_model.source);
   for (int32_t i = 0; i < tfm_model.num_config; i++)
     printf("  %-16s = %s\n", tfm_model.config_keys[i], tfm_model.config_values[i]);
+  if (tfm_model.cpu_dispatch)
+    printf("cpu variant: %s (of avx2, avx512, amx; TFM_CPU_VARIANT forces one)\n",
+           tfm_cpu_variant_name(tfm_cpu_variant()));
   print_graph(tfm_model.train);
   print_graph(tfm_model.forward);
   print_graph(tfm_model.inspect);
@@ -859,8 +872,12 @@ int main(int argc, char **argv) {
       return 0;
     } else if (!strcmp(a, "--resume")) {
       c.resume = 1;
+    } else if (!strcmp(a, "--data-parallel")) {
+      c.data_parallel = 1;
     } else if (!strcmp(a, "--profile")) {
       c.profile = 1;
+    } else if (!strcmp(a, "--no-cuda-graph")) {
+      tfm_gpu_graphs = 0;
     } else if (!strcmp(a, "--scores")) {
       c.scores = 1;
     } else if (!strcmp(a, "--recompute")) {
@@ -930,6 +947,9 @@ int main(int argc, char **argv) {
   if (!strcmp(c.command, "train") && c.load)
     return cli_usage_error(prog, "%s", "train does not read --load: to continue a run, give its "
                                    "checkpoint as --save and add --resume");
+  /* A dispatching binary says now, not from inside a graph, that it cannot run here. */
+  int32_t variant;
+  if (tfm_model.cpu_dispatch && tfm_cpu_variant_select(&variant)) return cli_fail(prog);
   if (!strcmp(c.command, "average")) return cmd_average(prog, &c);
   if (!strcmp(c.command, "info")) return cmd_info();
   if (!strcmp(c.command, "tokenize")) return cli_tokenize(prog, &c);

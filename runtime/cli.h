@@ -32,6 +32,7 @@ typedef struct Cli {
   uint64_t vocab_size;      /* tokenizer train --vocab-size N */
   double alpha;
   int resume, scores, profile;
+  int data_parallel;        /* train --data-parallel: the data-parallel loop in one process too */
   size_t num_paths;         /* average: the checkpoints; tokenizer: train|encode, files */
   const char *paths[MAX_CHECKPOINTS];
 } Cli;

@@ -3,6 +3,7 @@
  * why it cannot run when there is no driver or no device. */
 #define _POSIX_C_SOURCE 200809L
 #include "tfmrt.h"
+#include "cuda_graph.h"
 #include "dl.h"
 
 #include <dlfcn.h>
@@ -23,6 +24,7 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
 
 enum {
   CUDA_SUCCESS = 0,
@@ -30,6 +32,8 @@ enum {
   CUDA_ERROR_NO_DEVICE = 100,
   CU_JIT_ERROR_LOG_BUFFER = 5,
   CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES = 6,
+  CU_STREAM_NON_BLOCKING = 1, /* no implicit wait on (or for) the default stream */
+  CU_EVENT_DISABLE_TIMING = 2,
 };
 
 /* Field, exported symbol (the versioned names cuda.h's macros select), parameters. */
@@ -56,17 +60,28 @@ enum {
   X(memcpy_dtoh, "cuMemcpyDtoH_v2", (void *dst, CUdeviceptr src, size_t bytes))         \
   X(memcpy_dtod_async, "cuMemcpyDtoDAsync_v2",                                          \
     (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream))                  \
+  X(stream_create, "cuStreamCreate", (CUstream *stream, unsigned flags))               \
+  X(stream_destroy, "cuStreamDestroy_v2", (CUstream stream))                            \
+  X(event_create, "cuEventCreate", (CUevent *event, unsigned flags))                    \
+  X(event_destroy, "cuEventDestroy_v2", (CUevent event))                                \
+  X(event_record, "cuEventRecord", (CUevent event, CUstream stream))                    \
+  X(stream_wait_event, "cuStreamWaitEvent", (CUstream stream, CUevent event, unsigned flags)) \
   X(get_error_string, "cuGetErrorString", (CUresult error, const char **text))
 
 struct tfm_cuda {
   void *library;
   CUcontext context;
+  CUevent default_done; /* tfm_cuda_stream_wait_default's, made at its first call */
 #define DECLARE_FIELD(field, symbol, params) CUresult (*field) params;
   DRIVER_FUNCTIONS(DECLARE_FIELD)
 #undef DECLARE_FIELD
 };
 
 static int check(const tfm_cuda *cuda, CUresult result, const char *call) {
+  return tfm_cuda_check(cuda, result, call);
+}
+
+int tfm_cuda_check(const tfm_cuda *cuda, int result, const char *call) {
   if (result == CUDA_SUCCESS) return TFM_OK;
   const char *text = NULL;
   if (cuda->get_error_string(result, &text) != CUDA_SUCCESS || !text) text = "unknown error";
@@ -82,7 +97,9 @@ static int resolve_symbols(tfm_cuda *cuda) {
   return TFM_OK;
 }
 
-static int open_device(tfm_cuda *cuda, int ordinal) {
+/* rank >= 0: the device of the rank-th process on this machine (see
+ * tfm_cuda_open_for_rank); else `ordinal`. */
+static int open_device(tfm_cuda *cuda, int ordinal, int rank) {
   if (resolve_symbols(cuda)) return TFM_FAILED;
   CUresult result = cuda->init(0);
   if (result == CUDA_ERROR_STUB_LIBRARY) return tfm_fail(NO_DRIVER_MESSAGE);
@@ -91,6 +108,13 @@ static int open_device(tfm_cuda *cuda, int ordinal) {
   int count = 0;
   if (check(cuda, cuda->device_get_count(&count), "cuDeviceGetCount")) return TFM_FAILED;
   if (count == 0) return tfm_fail(NO_DEVICE_MESSAGE);
+  if (rank >= 0) {
+    if (count > 1 && rank >= count)
+      return tfm_fail("CUDA: this process is rank %d on its machine but the driver shows %d "
+                      "devices: start at most %d ranks per machine (one per GPU)", rank, count,
+                      count);
+    ordinal = count == 1 ? 0 : rank;
+  }
   if (ordinal < 0 || ordinal >= count)
     return tfm_fail("CUDA: device %d requested but the driver reports %d (0 to %d)", ordinal,
                     count, count - 1);
@@ -99,13 +123,13 @@ static int open_device(tfm_cuda *cuda, int ordinal) {
   return check(cuda, cuda->ctx_create(&cuda->context, 0, device), "cuCtxCreate");
 }
 
-int tfm_cuda_open(tfm_cuda **out, int ordinal) {
+static int open_driver(tfm_cuda **out, int ordinal, int rank) {
   void *library = dlopen(DRIVER_LIBRARY, RTLD_NOW | RTLD_LOCAL);
   if (!library) return tfm_fail(NO_DRIVER_MESSAGE);
   tfm_cuda *cuda = calloc(1, sizeof *cuda);
   if (!cuda) return tfm_fail("CUDA: out of memory");
   cuda->library = library;
-  if (open_device(cuda, ordinal)) {
+  if (open_device(cuda, ordinal, rank)) {
     free(cuda);
     return TFM_FAILED;
   }
@@ -113,9 +137,16 @@ int tfm_cuda_open(tfm_cuda **out, int ordinal) {
   return TFM_OK;
 }
 
+int tfm_cuda_open(tfm_cuda **cuda, int ordinal) { return open_driver(cuda, ordinal, -1); }
+
+int tfm_cuda_open_for_rank(tfm_cuda **cuda, int local_rank) {
+  return open_driver(cuda, 0, local_rank);
+}
+
 /* The library stays loaded: the driver's own threads may still run in it. */
 void tfm_cuda_close(tfm_cuda *cuda) {
   if (!cuda) return;
+  if (cuda->default_done) cuda->event_destroy(cuda->default_done);
   if (cuda->context) cuda->ctx_destroy(cuda->context);
   free(cuda);
 }
@@ -190,4 +221,32 @@ int tfm_cuda_copy(tfm_cuda *cuda, tfm_device_ptr dst, tfm_device_ptr src, size_t
 
 int tfm_cuda_synchronize(tfm_cuda *cuda) {
   return check(cuda, cuda->ctx_synchronize(), "cuCtxSynchronize");
+}
+
+void *tfm_cuda_driver_symbol(const tfm_cuda *cuda, const char *name) {
+  return dlsym(cuda->library, name);
+}
+
+void *tfm_cuda_context(const tfm_cuda *cuda) { return cuda->context; }
+int tfm_cuda_stream_create(tfm_cuda *cuda, void **stream) {
+  CUstream created;
+  if (check(cuda, cuda->stream_create(&created, CU_STREAM_NON_BLOCKING), "cuStreamCreate"))
+    return TFM_FAILED;
+  *stream = created;
+  return TFM_OK;
+}
+
+int tfm_cuda_stream_destroy(tfm_cuda *cuda, void *stream) {
+  return check(cuda, cuda->stream_destroy(stream), "cuStreamDestroy");
+}
+
+/* An event recorded on the default stream, waited for by `stream`: the
+ * wait takes the record made just before it, so one event serves every call. */
+int tfm_cuda_stream_wait_default(tfm_cuda *cuda, void *stream) {
+  if (!cuda->default_done &&
+      check(cuda, cuda->event_create(&cuda->default_done, CU_EVENT_DISABLE_TIMING),
+            "cuEventCreate"))
+    return TFM_FAILED;
+  if (check(cuda, cuda->event_record(cuda->default_done, NULL), "cuEventRecord")) return TFM_FAILED;
+  return check(cuda, cuda->stream_wait_event(stream, cuda->default_done, 0), "cuStreamWaitEvent");
 }

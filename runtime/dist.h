@@ -58,10 +58,20 @@ typedef struct tfm_nccl tfm_nccl;
 int tfm_nccl_load(tfm_nccl **nccl); /* the library only */
 int tfm_nccl_unique_id(tfm_nccl *nccl, unsigned char id[128]);
 int tfm_nccl_init_rank(tfm_nccl *nccl, const unsigned char id[128], int size, int rank);
-/* Sums `count` floats on the device (in place allowed) over the ranks on
- * `stream` (0: the default); the mean needs a scale by 1/size after it. */
-int tfm_nccl_allreduce_sum_f32(tfm_nccl *nccl, uint64_t in, uint64_t out, size_t count,
-                               void *stream);
+/* The mean over the ranks of `count` floats on the device (in place
+ * allowed), queued on `stream` (NULL: the default): ncclAvg, which
+ * multiplies each rank's values by 1/size and sums them. For two ranks
+ * that is exactly the CPU path's (x0 + x1) / 2; with more, NCCL's order
+ * (a ring or a tree, not rank order) and the scaling first may differ
+ * from it in the last bits. NCCL reduces in a
+ * fixed order for a fixed topology, rank count, message size and NCCL
+ * version (NCCL_ALGO and NCCL_PROTO pin its choices), so a run repeats
+ * bit for bit on the same machines. */
+int tfm_nccl_allreduce_mean_f32(tfm_nccl *nccl, uint64_t in, uint64_t out, size_t count,
+                                void *stream);
+/* Collectives between these two are launched together (ncclGroupStart/End). */
+int tfm_nccl_group_start(tfm_nccl *nccl);
+int tfm_nccl_group_end(tfm_nccl *nccl);
 void tfm_nccl_close(tfm_nccl *nccl);
 
 #endif

@@ -54,6 +54,18 @@ typedef struct tfm_gpu_program {
   void **state; /* the runtime's module and kernels for this program; NULL at first */
 } tfm_gpu_program;
 
+/* A training step (the run of a program whose update follows at once,
+ * tfm_graph_step) is one CUDA graph, built at the arena's first step and
+ * replayed at every later one: the kernels in plan order, then the
+ * update's copies, so tfm_gpu_update has nothing left to do. The graph
+ * reads its inputs (the batch, the step number that the learning rate,
+ * Adam's bias correction and dropout's counters come from) in the device
+ * arena, uploaded before each launch. Every other run launches each
+ * kernel. cli.c clears tfm_gpu_graphs for train --no-cuda-graph; a
+ * --gemm=cublas program and TFM_CUDA_SYNC launch directly too. */
+extern int tfm_gpu_graphs;
+extern int tfm_gpu_update_follows; /* set by tfm_graph_step around its run */
+
 /* Runs every kernel of the program on the GPU on the device copy of the
  * host arena (persistent, scratch): uploads the whole persistent region at
  * the arena's first run and after tfm_gpu_arena_written, else the inputs;
@@ -111,7 +123,35 @@ int64_t tfm_gpu_scratch_offset(const tfm_gpu_program *program);
 void tfm_gpu_arena_to_host(const uint8_t *persistent);
 /* After writing: the next run uploads the whole persistent region. */
 void tfm_gpu_arena_written(const uint8_t *persistent);
-/* When the host arena goes (tfm_arena_destroy): its device copy goes too. */
+/* When the host arena goes (tfm_arena_destroy): its device copy goes too,
+ * and the links to or from it. */
 void tfm_gpu_arena_forget(const uint8_t *persistent);
+
+/* --- data-parallel training (train_dist.c, train_nccl.c) ----------------- */
+
+/* The process's driver context, opened if no program ran yet on the
+ * device of this process's rank on its machine (tfm_cuda_open_for_rank;
+ * 0 for a process alone). */
+int tfm_gpu_driver(tfm_cuda **cuda);
+
+/* A buffer of a host arena a GPU program runs on: the arena, by its
+ * persistent region, and the buffer's tfm_region and offset in it. */
+typedef struct tfm_gpu_place {
+  const uint8_t *arena;
+  int64_t region, offset;
+} tfm_gpu_place;
+
+/* The buffer's address in its arena's device copy; fails before the
+ * arena's first run. */
+int tfm_gpu_device_address(tfm_gpu_place at, tfm_device_ptr *address);
+
+/* One graph's buffer feeding another's on the device (the gradients
+ * graph's outputs into the apply graph's inputs, the updated params back):
+ * at every run of `to`'s arena, after the uploads and before the first
+ * kernel, `to` takes the `bytes` of `from` device to device, once `from`'s
+ * arena has a device copy (before, the host copies must agree). Neither
+ * crosses the host: `to` is not uploaded as an input, nor `from`
+ * downloaded as an output. */
+int tfm_gpu_link(tfm_gpu_place to, tfm_gpu_place from, int64_t bytes);
 
 #endif

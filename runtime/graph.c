@@ -59,6 +59,13 @@ void tfm_graph_update(tfm_graph *g) {
   if (g->desc->update) g->desc->update(g->arena.persistent, g->arena.scratch);
 }
 
+void tfm_graph_step(tfm_graph *g, tfm_pool *pool) {
+  tfm_gpu_update_follows = g->desc->update != NULL;
+  tfm_graph_run(g, pool);
+  tfm_gpu_update_follows = 0;
+  tfm_graph_update(g);
+}
+
 static int same_type(const tfm_buffer_desc *a, const tfm_buffer_desc *b) {
   if (a->dtype != b->dtype || a->rank != b->rank) return 0;
   for (int i = 0; i < a->rank; i++)

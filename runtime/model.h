@@ -98,6 +98,9 @@ typedef struct tfm_model_info {
   const tfm_graph_desc *decode;   /* one token per batch row: inputs tokens [B, 1] and
                                      pos [B], the key/value caches as states, output
                                      logits [B, 1, V]; NULL when the model has none */
+  int32_t cpu_dispatch;           /* built with --cpu generic-dispatch: each graph's code
+                                     for several x86-64 levels, one chosen at start-up
+                                     (cpu_variant.h) */
 } tfm_model_info;
 
 /* --- a graph instance: its arena and buffers ------------------------------- */
@@ -119,6 +122,9 @@ int64_t tfm_buffer_numel(const tfm_buffer_desc *b);
 int64_t tfm_buffer_bytes(const tfm_buffer_desc *b);
 void tfm_graph_run(tfm_graph *g, tfm_pool *pool);
 void tfm_graph_update(tfm_graph *g);
+/* tfm_graph_run then tfm_graph_update, with nothing between: a training
+ * step. On the GPU the two are one CUDA graph launch (gpu.h). */
+void tfm_graph_step(tfm_graph *g, tfm_pool *pool);
 /* Copies every param (and state) of src into the same-named one of dst;
  * refuses a shape or dtype mismatch. Buffers dst lacks are skipped. */
 int tfm_graph_copy_params(tfm_graph *dst, const tfm_graph *src);

@@ -5,6 +5,7 @@
  * caller's thread, so the counters need no lock. */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "profile.h"
@@ -18,6 +19,7 @@ typedef struct {
   int64_t run_ns;     /* the whole of each run: kernels and the calls between */
   uint64_t *calls;    /* per kernel */
   int64_t *ns;
+  char launches[256]; /* tfm_profile_launches; empty on the CPU */
 } graph_profile;
 
 int tfm_profiling;
@@ -40,12 +42,16 @@ void tfm_profile_kernel(int32_t kernel, int64_t ns) {
   running->ns[kernel] += ns;
 }
 
+void tfm_profile_launches(const char *line) {
+  if (running) snprintf(running->launches, sizeof running->launches, "%s", line);
+}
+
 static graph_profile *profile_of(const tfm_graph_desc *desc) {
   for (int i = 0; i < num_graphs; i++)
     if (graphs[i].desc == desc) return &graphs[i];
   if (num_graphs == MAX_GRAPHS) return NULL;
   size_t n = desc->num_kernels > 0 ? (size_t)desc->num_kernels : 1;
-  graph_profile p = {desc, 0, 0, calloc(n, sizeof *p.calls), calloc(n, sizeof *p.ns)};
+  graph_profile p = {desc, 0, 0, calloc(n, sizeof *p.calls), calloc(n, sizeof *p.ns), ""};
   if (!p.calls || !p.ns) {
     free(p.calls);
     free(p.ns);
@@ -109,6 +115,9 @@ static void report_graph(const graph_profile *p, FILE *out) {
   fprintf(out, "%6s %6llu %11.3f %7.2f %9.2f %8.2f  %s graph runs (kernels %.3f ms)\n", "total",
           (unsigned long long)p->runs, run_ms, 100.0, flops / run_ns, bytes / run_ns, d->name,
           (double)kernel_ns / 1e6);
+  /* A CUDA graph's kernels are not timed one by one (--no-cuda-graph times them). */
+  if (p->launches[0])
+    fprintf(out, "launches per %s: %s\n", strcmp(d->name, "train") ? "run" : "step", p->launches);
 }
 
 void tfm_profile_report(FILE *out) {

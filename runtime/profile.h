@@ -19,5 +19,8 @@ void tfm_profile_run(tfm_graph *g, tfm_pool *pool); /* tfm_graph_run while profi
 extern int tfm_profiling;
 void tfm_profile_kernel(int32_t kernel, int64_t ns);
 int64_t tfm_profile_now_ns(void);
+/* The GPU runtime's account of the running graph's launches (one line,
+ * kept from its last run), printed under the graph's total. */
+void tfm_profile_launches(const char *line);
 
 #endif

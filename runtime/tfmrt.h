@@ -127,9 +127,12 @@ int tfm_kernel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx, int32_t
 
 /* A function tfm_kernel_for calls after each kernel with its index, while
  * set (NULL: none): the data-parallel loop sends a bucket of gradients as
- * soon as the kernel that finishes it has run (train_dist.c). */
+ * soon as the kernel that finishes it has run (train_dist.c). A GPU graph
+ * calls it once each kernel's launch is queued (tfm_kernel_hook_call):
+ * what the hook queues behind the default stream runs after that kernel. */
 typedef void (*tfm_kernel_hook_fn)(void *ctx, int32_t kernel);
 void tfm_set_kernel_hook(tfm_kernel_hook_fn hook, void *ctx);
+void tfm_kernel_hook_call(int32_t kernel); /* the hook, if one is set */
 
 /* A 64-byte-aligned block of at least `bytes` that belongs to the calling
  * thread and lives as long as it (generated GEMMs pack operands into it);
@@ -186,6 +189,10 @@ typedef uint64_t tfm_device_ptr;
  * `ordinal`. Without a driver or a device it fails with a message saying so.
  * The context is current on the opening thread: make the calls from there. */
 int tfm_cuda_open(tfm_cuda **cuda, int ordinal);
+/* The same for the local_rank-th process of a job on this machine (one
+ * process per GPU): device local_rank, or device 0 where the driver shows
+ * one (each rank given its own GPU, e.g. by CUDA_VISIBLE_DEVICES). */
+int tfm_cuda_open_for_rank(tfm_cuda **cuda, int local_rank);
 void tfm_cuda_close(tfm_cuda *cuda);
 
 int tfm_cuda_module_load(tfm_cuda *cuda, const char *ptx, tfm_cuda_module *module);
@@ -200,7 +207,16 @@ int tfm_cuda_upload(tfm_cuda *cuda, tfm_device_ptr dst, const void *src, size_t 
 int tfm_cuda_download(tfm_cuda *cuda, void *dst, tfm_device_ptr src, size_t bytes);
 /* Device to device, queued after the launches before it (asynchronous). */
 int tfm_cuda_copy(tfm_cuda *cuda, tfm_device_ptr dst, tfm_device_ptr src, size_t bytes);
+/* Waits for every stream of the context. */
 int tfm_cuda_synchronize(tfm_cuda *cuda);
+/* A stream beside the default one the kernels go to (non-blocking: it
+ * neither waits for them nor they for it, unless told), for NCCL's
+ * collectives to overlap the backward. */
+int tfm_cuda_stream_create(tfm_cuda *cuda, void **stream);
+int tfm_cuda_stream_destroy(tfm_cuda *cuda, void *stream);
+/* What is queued on `stream` from now on runs after everything queued on
+ * the default stream so far. */
+int tfm_cuda_stream_wait_default(tfm_cuda *cuda, void *stream);
 
 /* --- progress line -------------------------------------------------------- */
 

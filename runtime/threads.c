@@ -247,6 +247,10 @@ void tfm_set_kernel_hook(tfm_kernel_hook_fn hook, void *ctx) {
   kernel_hook = hook;
 }
 
+void tfm_kernel_hook_call(int32_t kernel) {
+  if (kernel_hook) kernel_hook(kernel_hook_ctx, kernel);
+}
+
 int tfm_kernel_for(tfm_pool *pool, size_t n, tfm_range_fn fn, void *ctx, int32_t kernel) {
   if (!tfm_profiling && !kernel_hook) return tfm_parallel_for(pool, n, fn, ctx);
   int64_t start = tfm_profiling ? tfm_profile_now_ns() : 0;

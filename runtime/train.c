@@ -109,12 +109,13 @@ static uint64_t kill_step(uint64_t rank) {
   return s ? strtoull(s, NULL, 10) : 0;
 }
 
-/* The train graph's own run: batch, forward, backward and update in one. */
+/* The train graph's own run: batch, forward, backward and update in one
+ * (a loss that is not finite stops the run before any checkpoint). */
 static int local_step(tfm_graph *g, const tfm_train_options *o, uint64_t step, uint64_t *tokens,
                       float *loss) {
   if (o->next_batch(o->batch_ctx, g, step, tokens)) return TFM_FAILED;
   set_scalar_input(g, "step", (int32_t)step);
-  tfm_graph_run(g, o->pool);
+  tfm_graph_step(g, o->pool);
   int found;
   *loss = scalar_output(g, "loss", &found);
   if (!found) return tfm_fail("the train graph has no f32 scalar output 'loss'");
@@ -174,7 +175,6 @@ int tfm_train(const tfm_train_options *o, tfm_train_result *result) {
                isnan(loss) ? "NaN" : "infinite", (unsigned long long)step);
       goto done;
     }
-    if (!engine) tfm_graph_update(&g); /* the engine's step updated g */
     result->last_loss = loss;
     result->steps_done = step;
     float lr = scalar_output(&g, "lr", &found);

@@ -13,7 +13,14 @@
  * order, dist.h) into the apply graph's inputs while the backward goes on.
  * The step then waits for the last bucket, averages the loss, runs the
  * apply graph on every rank (same inputs, same bits) and copies the new
- * params into the gradients graph. */
+ * params into the gradients graph.
+ *
+ * A --target cuda binary does the same on its GPU (train_nccl.h): the hook
+ * runs as each kernel's launch is queued and queues the bucket's NCCL
+ * all-reduce, in place on the gradients graph's device outputs, on a
+ * stream that waits for that kernel only; the apply graph takes the
+ * averages and the gradients graph the new params device to device
+ * (gpu.h's links). Nothing but the loss crosses the host. */
 #define _POSIX_C_SOURCE 200809L
 #include <inttypes.h>
 #include <pthread.h>
@@ -26,11 +33,13 @@
 #include "dist.h"
 #include "train.h"
 #include "train_dist.h"
+#include "train_nccl.h"
 
 typedef struct Grad {
   const char *name;
   int has_src;     /* the gradients graph has this output (else: a zero gradient) */
   float *src;      /* the gradients graph's output; NULL: it has none (a zero gradient) */
+  tfm_gpu_place place; /* src's, for the GPU */
   float *dst;      /* the apply graph's input (ZeRO-1: the norm graph's, or the
                     * owned param's update graph's; NULL: neither) */
   float *dst2;     /* ZeRO-1 with a norm graph: the owned param's update graph's input */
@@ -85,6 +94,7 @@ struct tfm_dist_train {
   Copy *copies;
   size_t num_copies;
   tfm_train_engine engine;
+  tfm_nccl_train *nccl; /* a --target cuda binary's */
   /* the global batch (rows x ranks) the batch function fills; this rank's
    * rows of each input are then copied into the gradients graph */
   tfm_graph_desc batch_desc;
@@ -159,12 +169,33 @@ static void *comm_thread(void *arg) {
   return NULL;
 }
 
-/* tfm_kernel_for's hook: every bucket whose gradients are final goes. */
+/* The GPU: buckets [first, end) queued on NCCL's stream; the first
+ * failure is kept for the step to report. */
+static void queue_on_device(tfm_dist_train *d, size_t first, size_t end) {
+  for (size_t b = first; b < end && !d->failed; b++) {
+    int status = tfm_nccl_train_begin(d->nccl);
+    for (size_t i = d->buckets[b].first; !status && i < d->buckets[b].end; i++)
+      status = tfm_nccl_train_average(d->nccl, d->grads[i].place, d->grads[i].count);
+    if (tfm_nccl_train_end(d->nccl)) status = TFM_FAILED;
+    if (status) {
+      d->failed = 1;
+      snprintf(d->error, sizeof d->error, "%s", tfm_error());
+    }
+  }
+}
+
+/* tfm_kernel_for's hook (the GPU's: as each launch is queued): every
+ * bucket whose gradients are final goes. */
 static void kernel_done(void *ctx, int32_t kernel) {
   tfm_dist_train *d = ctx;
   size_t next = d->next_post;
   while (next < d->num_buckets && d->buckets[next].ready <= kernel) next++;
   if (next == d->next_post) return;
+  if (d->nccl) {
+    queue_on_device(d, d->next_post, next);
+    d->next_post = next;
+    return;
+  }
   d->next_post = next;
   pthread_mutex_lock(&d->lock);
   d->posted = next;
@@ -209,12 +240,38 @@ static int check_same_params(tfm_dist_train *d, tfm_graph *g) {
                             "same binary with the same --seed and checkpoint");
 }
 
+static tfm_gpu_place place_of(tfm_graph *g, const tfm_buffer_desc *b) {
+  return (tfm_gpu_place){g->arena.persistent, b->region, b->offset};
+}
+
 /* The gradients graph's outputs, now that its arena exists. */
 static int resolve_sources(tfm_dist_train *d) {
   for (size_t i = 0; i < d->num_grads; i++) {
     Grad *g = &d->grads[i];
-    g->src = g->has_src ? tfm_graph_buffer(d->gg, g->name, TFM_ROLE_OUTPUT, NULL) : NULL;
+    const tfm_buffer_desc *b = NULL;
+    g->src = g->has_src ? tfm_graph_buffer(d->gg, g->name, TFM_ROLE_OUTPUT, &b) : NULL;
     if (g->has_src && !g->src) return tfm_fail("train_grad has no output %s", g->name);
+    if (b) g->place = place_of(d->gg, b);
+  }
+  return TFM_OK;
+}
+
+/* The GPU: the averaged gradients into the apply graph g's inputs, and
+ * its new params back into the gradients graph, device to device. */
+static int link_on_device(tfm_dist_train *d, tfm_graph *g) {
+  for (size_t i = 0; i < d->num_grads; i++) {
+    const tfm_buffer_desc *in;
+    if (!d->grads[i].src) continue; /* a zero gradient: the host's zeros go up */
+    if (!tfm_graph_buffer(g, d->grads[i].name, TFM_ROLE_INPUT, &in) ||
+        tfm_gpu_link(place_of(g, in), d->grads[i].place, tfm_buffer_bytes(in)))
+      return TFM_FAILED;
+  }
+  for (int32_t i = 0; i < d->gg->desc->num_buffers; i++) {
+    const tfm_buffer_desc *b = &d->gg->desc->buffers[i], *a;
+    if (b->role != TFM_ROLE_PARAM) continue;
+    if (!tfm_graph_buffer(g, b->name, TFM_ROLE_PARAM, &a) ||
+        tfm_gpu_link(place_of(d->gg, b), place_of(g, a), tfm_buffer_bytes(b)))
+      return TFM_FAILED;
   }
   return TFM_OK;
 }
@@ -266,6 +323,7 @@ static int prepare(void *ctx, tfm_graph *g) {
                       d->grads[i].name, d->grads[i].count);
   }
   copy_params(d);
+  if (d->nccl && link_on_device(d, g)) return TFM_FAILED;
   return check_same_params(d, g);
 }
 
@@ -334,16 +392,24 @@ static int step(void *ctx, tfm_graph *g, const tfm_train_options *o, uint64_t s,
   d->step = s;
   pthread_mutex_unlock(&d->lock);
   d->next_post = 0;
-  kernel_done(d, -1); /* buckets final before any kernel (none, usually) */
+  /* buckets final before any kernel (none, usually); on the GPU the first
+   * launch's hook takes them, once the device arena exists */
+  if (!d->nccl) kernel_done(d, -1);
   tfm_set_kernel_hook(kernel_done, d);
   tfm_graph_run(d->gg, o->pool);
   tfm_set_kernel_hook(NULL, NULL);
   kernel_done(d, INT32_MAX); /* whatever is left */
   double wait_start = now();
-  pthread_mutex_lock(&d->lock);
-  while (d->reduced < d->num_buckets) pthread_cond_wait(&d->changed, &d->lock);
-  int failed = d->failed;
-  pthread_mutex_unlock(&d->lock);
+  int failed;
+  if (d->nccl) { /* the run waited for NCCL's stream; this, for what went after it */
+    failed = d->failed || tfm_nccl_train_wait(d->nccl);
+    if (failed && !d->failed) snprintf(d->error, sizeof d->error, "%s", tfm_error());
+  } else {
+    pthread_mutex_lock(&d->lock);
+    while (d->reduced < d->num_buckets) pthread_cond_wait(&d->changed, &d->lock);
+    failed = d->failed;
+    pthread_mutex_unlock(&d->lock);
+  }
   d->wait_seconds += now() - wait_start;
   if (failed) return tfm_fail("%s", d->error);
   for (size_t i = 0; i < d->num_grads; i++)
@@ -366,7 +432,7 @@ static int step(void *ctx, tfm_graph *g, const tfm_train_options *o, uint64_t s,
   }
   tfm_graph_run(g, o->pool);
   tfm_graph_update(g);
-  copy_params(d);
+  if (!d->nccl) copy_params(d); /* the GPU's: a link, at the next run */
   d->step_seconds += now() - start;
   d->steps++;
   return TFM_OK;
@@ -643,17 +709,9 @@ int tfm_dist_train_open(tfm_dist_train **out, const tfm_train_options *o, int ze
   if (!m->train_grad || !m->train_apply)
     return tfm_fail("this binary of model %s cannot train data-parallel: rebuild it with "
                     "tfmc build --data-parallel", m->name);
-  /* --target cuda: the gradients are to be summed on the devices by NCCL
-   * (nccl.c), never through the host; the CUDA step has no hook for it yet,
-   * so such a binary refuses rather than move gradients through the host. */
-  if (m->cuda) {
-    tfm_nccl *nccl;
-    if (tfm_nccl_load(&nccl))
-      return tfm_fail("a --target cuda binary trains data-parallel over NCCL: %s", tfm_error());
-    tfm_nccl_close(nccl);
-    return tfm_fail("data-parallel training of a --target cuda binary is not implemented yet "
-                    "(NCCL was found); train on one GPU, or build for the CPU");
-  }
+  if (m->cuda && zero)
+    return tfm_fail("--zero 1 is not implemented for a --target cuda binary: train without it "
+                    "(NCCL averages every gradient on the GPUs) or build for the CPU");
   tfm_dist_train *d = calloc(1, sizeof *d);
   if (!d) return tfm_fail("out of memory");
   d->model = m;
@@ -664,8 +722,8 @@ int tfm_dist_train_open(tfm_dist_train **out, const tfm_train_options *o, int ze
   pthread_mutex_init(&d->lock, NULL);
   pthread_cond_init(&d->changed, NULL);
   *out = d;
-  if (check_same_binary(d, o) || (!zero && tfm_graph_open(&d->grad, m->train_grad)) ||
-      (zero && open_zero(d, o)))
+  if ((m->cuda && tfm_nccl_train_open(&d->nccl, d->rank, d->size)) || check_same_binary(d, o) ||
+      (!zero && tfm_graph_open(&d->grad, m->train_grad)) || (zero && open_zero(d, o)))
     return TFM_FAILED;
   const tfm_graph_desc *gd = m->train_grad;
   if (open_batch(d, gd)) return TFM_FAILED;
@@ -712,8 +770,10 @@ int tfm_dist_train_open(tfm_dist_train **out, const tfm_train_options *o, int ze
   }
   d->pack = malloc(largest * sizeof *d->pack);
   if (!d->pack) return tfm_fail("out of memory");
-  if (pthread_create(&d->thread, NULL, comm_thread, d)) return tfm_fail("cannot start a thread");
-  d->thread_started = 1;
+  if (!d->nccl) { /* the GPU's buckets go from the hook straight to NCCL's stream */
+    if (pthread_create(&d->thread, NULL, comm_thread, d)) return tfm_fail("cannot start a thread");
+    d->thread_started = 1;
+  }
   d->engine = (tfm_train_engine){.graph = zero ? m->train_grad : m->train_apply, .ctx = d,
                                  .prepare = prepare, .step = step,
                                  .save = zero ? save_zero : NULL, .load = zero ? load_zero : NULL,
@@ -726,6 +786,12 @@ const tfm_train_engine *tfm_dist_train_engine(const tfm_dist_train *d) { return 
 
 void tfm_dist_train_report(const tfm_dist_train *d, FILE *out) {
   if (!d || !d->steps || !out) return;
+  if (d->nccl) { /* the device's timing would need events: the step's only */
+    fprintf(out, "data-parallel: %d ranks, NCCL on the GPUs, %zu gradients in %zu buckets; per "
+            "step %.1f ms\n", d->size, d->num_grads, d->num_buckets,
+            1e3 * d->step_seconds / (double)d->steps);
+    return;
+  }
   double comm = d->comm_seconds / (double)d->steps, exposed = d->wait_seconds / (double)d->steps;
   double step_s = d->step_seconds / (double)d->steps;
   fprintf(out, "data-parallel: %d ranks, %zu gradients in %zu buckets; per step %.1f ms, "
@@ -745,6 +811,7 @@ void tfm_dist_train_close(tfm_dist_train *d) {
   }
   tfm_set_kernel_hook(NULL, NULL);
   if (d->grad.desc) tfm_graph_close(&d->grad);
+  tfm_nccl_train_close(d->nccl);
   for (size_t i = 0; i < d->num_shards; i++)
     if (d->shards[i].graph.desc) tfm_graph_close(&d->shards[i].graph);
   free(d->shards);

@@ -57,11 +57,13 @@ tfm_install_deps() {
 # possible; when not, those tests report themselves skipped.
 tfm_install_test_tools() {
   # command -> Debian package: neovim (editor tests), chromium (the HTML
-  # pages, opened headless), graphviz (tfmc emit dot rendered to SVG).
+  # pages, opened headless), graphviz (tfmc emit dot rendered to SVG),
+  # qemu-user (a --cpu generic-dispatch binary run on an emulated Haswell).
   local missing=()
   command -v nvim >/dev/null 2>&1 || missing+=(neovim)
   command -v chromium >/dev/null 2>&1 || missing+=(chromium)
   command -v dot >/dev/null 2>&1 || missing+=(graphviz)
+  command -v qemu-x86_64 >/dev/null 2>&1 || missing+=(qemu-user)
   # Debian's PyTorch: the reference the pretrained-model tests compare with.
   /usr/bin/python3 -c 'import torch' >/dev/null 2>&1 || missing+=(python3-torch)
   [ ${#missing[@]} -eq 0 ] && return 0

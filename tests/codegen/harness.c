@@ -332,7 +332,8 @@ static bool same(const char *name, const char *what, const Planned *p, const Gra
 }
 
 /* The outputs of arena's run (with the pool) against a run without it on
- * the same leaves, bit for bit. */
+ * the same leaves, bit for bit; on the GPU, which takes no pool, against a
+ * second run of its kernels on another arena. */
 static bool same_without_pool(const char *name, const Planned *p, const Graph *g,
                               const Loaded *loaded, const tfm_arena *arena, EvalValues *ref,
                               GraphId step) {
@@ -349,8 +350,8 @@ static bool same_without_pool(const char *name, const Planned *p, const Graph *g
     size_t bytes = (size_t)buffer_of(p, id)->bytes;
     ok = memcmp(address(p, arena, id), address(p, &serial, id), bytes) == 0;
     if (!ok)
-      fprintf(stderr, "%s: %s differs between the thread pool and no pool\n", name,
-              graph_output_at(g, i).name);
+      fprintf(stderr, "%s: %s differs between %s\n", name, graph_output_at(g, i).name,
+              cg_on_gpu() ? "two runs on the GPU" : "the thread pool and no pool");
   }
   tfm_arena_destroy(&serial);
   return ok;
@@ -386,7 +387,7 @@ bool cg_run(const char *name, const Graph *g, EvalValues *ref, const CgRunOption
   /* The CPU's plan (with attention's backward kernels joined from one
    * (batch, head) pair, so that every attention case runs the merged
    * kernel), or the GPU's. */
-  KernelPlanOptions plan_options = {0};
+  KernelPlanOptions plan_options = ptx_plan_options();
   if (target() == TARGET_CPU) {
     plan_options = cpu_plan_options();
     plan_options.merge_attention_backward_from = 1;

@@ -35,7 +35,8 @@ typedef struct CgRunOptions {
   bool norm;
   bool serial;      /* run without a thread pool */
   /* also run the first step without the pool (the thread pool splits rows
-   * differently) and require every output to be the same bit for bit */
+   * differently; on the GPU: a second time, on another arena) and require
+   * every output to be the same bit for bit */
   bool same_serial;
   /* NULL, or the same graph evaluated in f64 from the same leaves (cg_run
    * steps it alongside the reference). In norm mode a tensor then also

@@ -249,6 +249,71 @@ static void softmax(void) {
   graph_free(g);
 }
 
+/* Fused attention over bf16 values (q, k, v and do casts of bf16 inputs,
+ * as `--dtype bf16` lowers gpt): on a GPU the tensor-core kernels
+ * (ptx/attention_mma.c: mma.sync bf16, 16 rows a warp), elsewhere the f32
+ * kernels. o, lse and the three gradients against the evaluator's f32,
+ * each tensor to 1e-5 of its 2-norm: the GPU's products take p and ds as
+ * two bf16 parts (2^-18 relative) and sum in another order (measured on
+ * the PTX simulator: up to 2.9e-6; with p rounded once to bf16, as
+ * FlashAttention does, 1.8e-3). Sizes: not multiples of the 16-row
+ * blocks, heads of 64 (gpt's) and of 40 and 24 (fragments and C tiles
+ * cut short), causal and not, T != S, more rows than a launch block
+ * takes; `grads` picks which of dq, dk, dv
+ * (bits 0, 1, 2) are outputs, so grad_k and grad_v also run alone. */
+static void attention_case(const char *name, GraphShape batch, int64_t t, int64_t s, int64_t d,
+                           int64_t dv, bool causal, unsigned grads) {
+  Graph *g = graph_new();
+  GraphShape qs = batch, ks = batch, vs = batch, os = batch;
+  int r = batch.rank + 2;
+  qs.rank = ks.rank = vs.rank = os.rank = r;
+  qs.dims[r - 2] = os.dims[r - 2] = t;
+  ks.dims[r - 2] = vs.dims[r - 2] = s;
+  qs.dims[r - 1] = ks.dims[r - 1] = d;
+  vs.dims[r - 1] = os.dims[r - 1] = dv;
+  GraphId q = graph_cast(g, graph_input(g, "q", GRAPH_BF16, qs), GRAPH_F32);
+  GraphId k = graph_cast(g, graph_input(g, "k", GRAPH_BF16, ks), GRAPH_F32);
+  GraphId v = graph_cast(g, graph_input(g, "v", GRAPH_BF16, vs), GRAPH_F32);
+  GraphId d_o = graph_cast(g, graph_input(g, "do", GRAPH_BF16, os), GRAPH_F32);
+  double scale = 1.0 / sqrt((double)d);
+  GraphId o = graph_attention(g, q, k, v, GRAPH_NONE, scale, causal);
+  GraphAttrs at = {.scale = scale, .causal = causal};
+  GraphId lse = graph_add_node(g, GRAPH_OP_ATTENTION_LSE, (GraphId[]){q, k}, 2, &at);
+  GraphId delta = graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_binary(g, GRAPH_OP_MUL, d_o, o),
+                               1u << (r - 1));
+  GraphId grad_in[6] = {q, k, v, d_o, lse, delta};
+  graph_output(g, "o", o);
+  graph_output(g, "lse", lse);
+  const GraphOp ops[3] = {GRAPH_OP_ATTENTION_GRAD_Q, GRAPH_OP_ATTENTION_GRAD_K,
+                          GRAPH_OP_ATTENTION_GRAD_V};
+  const char *names[3] = {"dq", "dk", "dv"};
+  for (int i = 0; i < 3; i++)
+    if (grads & (1u << i))
+      graph_output(g, names[i], graph_add_node(g, ops[i], grad_in, 6, &at));
+  if (!CG_CHECK(graph_error(g) == NULL)) {
+    fprintf(stderr, "%s: %s\n", name, graph_error(g));
+    graph_free(g);
+    return;
+  }
+  EvalValues *ref = cg_reference(g, GRAPH_F32, 11);
+  CgRunOptions options = {.steps = 1, .tolerance = 1e-5, .norm = true};
+  cg_run(name, g, ref, &options);
+  eval_free(ref);
+  graph_free(g);
+}
+
+static void attention(void) {
+  attention_case("bf16 attention causal, heads of 64", SHAPE(2, 2), 33, 33, 64, 64, true, 7);
+  attention_case("bf16 attention T != S, heads of 40 and 24", SHAPE(3), 20, 37, 40, 24, false, 7);
+  attention_case("bf16 attention gpt's 128 x 64, causal", SHAPE(1, 2), 128, 128, 64, 64, true, 7);
+  attention_case("bf16 attention grad_k alone, causal", SHAPE(2), 21, 21, 64, 48, true, 2);
+  attention_case("bf16 attention grad_v alone", SHAPE(2), 17, 30, 24, 64, false, 1 | 4);
+  /* more rows than a launch block's 128: the second block's causal
+   * bounds start and stop off the first's, and keys past 128 */
+  attention_case("bf16 attention causal, 150 rows", SHAPE(2), 150, 150, 32, 64, true, 7);
+  attention_case("bf16 attention 150 queries, 70 keys", SHAPE(1), 150, 70, 64, 40, false, 7);
+}
+
 int main(void) {
   cg_start("codegen_bf16");
   make_patterns();
@@ -257,5 +322,6 @@ int main(void) {
   dots();
   reductions();
   softmax();
+  attention();
   return cg_finish("codegen_bf16");
 }

@@ -8,6 +8,7 @@
 
 #include "cpu.h"
 #include "harness.h"
+#include "ptx.h"
 
 #define SHAPE(...) ((GraphShape){sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t), {__VA_ARGS__}})
 
@@ -485,7 +486,7 @@ static void column_sums(void) {
   graph_output(g, "sum", graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_unary(g, GRAPH_OP_TANH, x), 1));
   graph_output(g, "odd", graph_reduce(g, GRAPH_OP_REDUCE_SUM,
                                       graph_input(g, "y", GRAPH_F32, SHAPE(37, 5)), 1));
-  KernelPlanOptions cpu = cpu_plan_options(), gpu = {0};
+  KernelPlanOptions cpu = cpu_plan_options(), gpu = ptx_plan_options();
   char err[256];
   int kernels[2] = {-1, -1};
   bool grouped = false;
@@ -505,6 +506,121 @@ static void column_sums(void) {
     fprintf(stderr, "column sums: expected 3 kernels on the CPU (one of [8, 1, 24]) and 2 on the "
                     "GPU, got %d and %d\n", kernels[0], kernels[1]);
   cg_check_graph("column sums in groups of rows", g, NULL);
+}
+
+/* Kernels of `g` as `options` plan them (NULL with a check failed). */
+static KernelPlan *prepared_plan(const Graph *g, const KernelPlanOptions *options,
+                                 Graph **prepared) {
+  char err[256];
+  *prepared = kernel_prepare(g, options, NULL, err, sizeof err);
+  KernelPlan *plan = *prepared ? kernel_plan_build(*prepared, options, err, sizeof err) : NULL;
+  if (!CG_CHECK(plan != NULL))
+    fprintf(stderr, "planning: %s\n", err);
+  return plan;
+}
+
+/* Whether some kernel of `plan` has a root of shape `s`. */
+static bool has_root_shape(const KernelPlan *plan, GraphShape s) {
+  for (int k = 0; k < plan->num_kernels; k++)
+    if (graph_shape_equal(&graph_node(plan->graph, plan->kernels[k].root)->shape, &s))
+      return true;
+  return false;
+}
+
+/* The most reductions one kernel of `plan` hoists. */
+static int most_hoisted(const KernelPlan *plan) {
+  int most = 0;
+  for (int k = 0; k < plan->num_kernels; k++)
+    most = plan->kernels[k].num_hoisted > most ? plan->kernels[k].num_hoisted : most;
+  return most;
+}
+
+/* Compiled against the evaluator, and run twice with the same bits
+ * (on the GPU: two runs of its kernels; on the CPU: with and without the
+ * thread pool). `negative`, when not GRAPH_NONE, is filled in [-3, -1). */
+static void check_twice(const char *name, Graph *g, GraphId negative) {
+  EvalValues *ref = cg_reference(g, GRAPH_F32, 4242);
+  uint64_t state = 99;
+  if (negative != GRAPH_NONE)
+    cg_fill(ref, negative, -3, -1, &state);
+  CgRunOptions options = {.steps = 1, .tolerance = 1e-5, .same_serial = true};
+  cg_run(name, g, ref, &options);
+  eval_free(ref);
+  graph_free(g);
+}
+
+/* Long reductions into few rows (kernel_block_reductions.c): the GPU's
+ * plan reduces a chunk of PTX_ROW_CHUNK (8192) elements a block, then the
+ * chunks; the CPU's keeps one reduction. A sum of all 7 x 3653 elements
+ * (4 chunks, the last padded), 3 rows of 20011 (3 chunks each) and a max
+ * over rows of 20000 negative values (the last chunk's padding must not
+ * win); each is 2 kernels on the GPU, 1 on the CPU. */
+static void long_reductions(void) {
+  Graph *g = graph_new();
+  GraphId x = graph_input(g, "x", GRAPH_F32, SHAPE(7, 3653));
+  GraphId y = graph_input(g, "y", GRAPH_F32, SHAPE(3, 20011));
+  GraphId z = graph_input(g, "z", GRAPH_F32, SHAPE(2, 20000));
+  GraphId tanh_x = graph_unary(g, GRAPH_OP_TANH, x);
+  graph_output(g, "total", graph_reduce(g, GRAPH_OP_REDUCE_SUM, tanh_x, 3));
+  graph_output(g, "rows", graph_reduce(g, GRAPH_OP_REDUCE_SUM, y, 2));
+  graph_output(g, "max", graph_reduce(g, GRAPH_OP_REDUCE_MAX, z, 2));
+  KernelPlanOptions cpu = cpu_plan_options(), gpu = ptx_plan_options();
+  Graph *prepared[2];
+  KernelPlan *plans[2] = {prepared_plan(g, &cpu, &prepared[0]),
+                          prepared_plan(g, &gpu, &prepared[1])};
+  if (plans[0] && plans[1] &&
+      (!CG_CHECK(plans[0]->num_kernels == 3) || !CG_CHECK(plans[1]->num_kernels == 6) ||
+       !CG_CHECK(has_root_shape(plans[1], SHAPE(1, 4, 1))) ||
+       !CG_CHECK(has_root_shape(plans[1], SHAPE(3, 3, 1))))) {
+    kernel_plan_print(plans[0], stderr);
+    kernel_plan_print(plans[1], stderr);
+  }
+  for (int i = 0; i < 2; i++) {
+    kernel_plan_free(plans[i]);
+    graph_free(prepared[i]);
+  }
+  check_twice("long reductions over chunks", g, z);
+}
+
+/* The gradient norm's shape, sqrt(0 + sum x1^2 + ... + sum x12^2) over 12
+ * inputs of 7 to 17001 elements (compiler/ir/train.c). The CPU's plan
+ * hoists all 12 sums into the square root's kernel; the GPU's hoists at
+ * most KernelPlanOptions.max_hoisted a kernel (GPT-2's 148 parameters in
+ * one kernel spilled registers) and splits the 17001-element sum into 3
+ * chunks. */
+static void many_input_norm(void) {
+  const GraphShape shapes[] = {SHAPE(17001), SHAPE(30, 40), SHAPE(7),    SHAPE(64, 3),
+                               SHAPE(513),   SHAPE(5, 5, 5), SHAPE(1000), SHAPE(33),
+                               SHAPE(2, 1024), SHAPE(300),  SHAPE(77),   SHAPE(4096)};
+  int count = (int)(sizeof shapes / sizeof shapes[0]);
+  Graph *g = graph_new();
+  GraphId sum = graph_scalar(g, GRAPH_F32, 0.0);
+  for (int i = 0; i < count; i++) {
+    char name[16];
+    snprintf(name, sizeof name, "x%d", i);
+    GraphId x = graph_input(g, name, GRAPH_F32, shapes[i]);
+    GraphId squares = graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_binary(g, GRAPH_OP_MUL, x, x),
+                                   (1u << shapes[i].rank) - 1);
+    sum = graph_binary(g, GRAPH_OP_ADD, sum, graph_reshape(g, squares, graph_shape_scalar()));
+  }
+  graph_output(g, "norm", graph_unary(g, GRAPH_OP_SQRT, sum));
+  KernelPlanOptions cpu = cpu_plan_options(), gpu = ptx_plan_options();
+  Graph *prepared[2];
+  KernelPlan *plans[2] = {prepared_plan(g, &cpu, &prepared[0]),
+                          prepared_plan(g, &gpu, &prepared[1])};
+  if (plans[0] && plans[1] &&
+      (!CG_CHECK(plans[0]->num_kernels == 1) || !CG_CHECK(most_hoisted(plans[0]) == count) ||
+       !CG_CHECK(gpu.max_hoisted > 0 && gpu.max_hoisted < count) ||
+       !CG_CHECK(most_hoisted(plans[1]) == gpu.max_hoisted) ||
+       !CG_CHECK(has_root_shape(plans[1], SHAPE(1, 3, 1))))) {
+    kernel_plan_print(plans[0], stderr);
+    kernel_plan_print(plans[1], stderr);
+  }
+  for (int i = 0; i < 2; i++) {
+    kernel_plan_free(plans[i]);
+    graph_free(prepared[i]);
+  }
+  check_twice("sum of 12 inputs' squares (the gradient norm)", g, GRAPH_NONE);
 }
 
 /* Kernels of `g` planned for the CPU (kernel_prepare and the CPU's
@@ -802,6 +918,8 @@ int main(void) {
   noalias_buffers();
   recomputation();
   column_sums();
+  long_reductions();
+  many_input_norm();
   adam_update();
   update_reading_across();
   row_statistics();

@@ -32,8 +32,9 @@ static const Size sizes[] = {
     /* The packing's paths: rows of the block read in order across slivers
      * where the sliver's elements are contiguous, four k steps transposed at
      * a time where they are strided, then the k steps left over (k blocks
-     * of 256 + 3, 4 x 256 + 6) and the part-filled last sliver. */
-    {37, 1027, 259}, {46, 70, 1030},
+     * of 256 + 3 and 512 + 3 (AVX2's KC and AVX-512's), 4 x 256 + 6) and
+     * the part-filled last sliver. */
+    {37, 1027, 259}, {37, 1027, 515}, {46, 70, 1030},
     /* Blocks ending in a third or two thirds of MR rows (AVX-512: 4 or 8 of
      * 12; AVX2: 2 or 4 of 6) over whole tiles' columns: the smaller
      * micro-kernels, in place in C, serial and split between threads. */

@@ -10,7 +10,8 @@
 #    the same losses to 1e-6;
 #  - the same with --zero 1 (optimizer-state sharding): agreement with one
 #    process, resume with 2 ranks bit-identical, resume in 1 process;
-#  - a binary built without --data-parallel refuses under mpirun.
+#  - a binary built without --data-parallel refuses under mpirun;
+#  - train --data-parallel runs the loop in one process: the plain step's bits.
 # usage: data_parallel.sh TFMC MODEL CORPUS WORKDIR   (exit 77: skipped)
 set -u
 tfmc=$1 model=$2 corpus=$3 work=$4
@@ -63,6 +64,13 @@ grep "data-parallel:" two.log
 python3 "$here/dp_compare.py" --skip attn.bk one two one.safetensors two.safetensors ||
   fail "2 ranks and 1 process with the same global batch disagree"
 echo "ok: 2 ranks x batch 4 agree with 1 process x batch 8"
+
+./dp4 "${train[@]}" --save plain1.safetensors > plain1.log || fail "one process, the plain step"
+TFM_DIST_BUCKET_MB=0.01 ./dp4 "${train[@]}" --data-parallel --save loop1.safetensors > loop1.log ||
+  fail "one process, train --data-parallel"
+grep -q "data-parallel: 1 ranks, .* in [2-9] buckets" loop1.log || fail "--data-parallel: no loop, or one bucket"
+cmp plain1.safetensors loop1.safetensors || fail "the data-parallel loop in one process changed the bits"
+echo "ok: train --data-parallel in one process (the loop, several buckets) = the plain step, bit for bit"
 
 "${mpi[@]}" ./dp4 "${train[@]}" --every 5 --save u2.safetensors > u2.log 2>&1 || fail "second run"
 cmp two.safetensors u2.safetensors || fail "the same run twice differs"

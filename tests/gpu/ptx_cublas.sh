@@ -7,8 +7,9 @@ set -eu
 tfmc=$1 model=$2
 . "$(dirname "$0")/find_ptxas.sh"
 config=(-D vocab=80 -D d_model=16 -D heads=2 -D layers=1 -D seq_len=8 -D batch=4 --train)
-# "kernel K fn F dot ...": the functions of each kind.
-"$tfmc" emit kernels "$model" "${config[@]}" |
+# "kernel K fn F dot ...": the functions of each kind, in the GPU's plan
+# (which emit ptx uses too).
+"$tfmc" emit kernels "$model" "${config[@]}" --target cuda |
   awk '$1 == "kernel" { print $4, $5 }' | sort -u > "$work/functions"
 "$tfmc" emit ptx "$model" "${config[@]}" --gemm=cublas > "$work/p.ptx"
 grep '^.visible .entry' "$work/p.ptx" | sed 's/.*tfm_model_k\([0-9]*\)(.*/\1/' | sort > "$work/entries"

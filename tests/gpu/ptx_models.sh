@@ -3,7 +3,8 @@
 # accept every kernel for sm_80 and sm_90 (emit kernels --target cuda runs
 # ptxas -v), no kernel may spill, and emit ptx must carry the right header.
 # Exit 77 (skipped) only when there is no ptxas. DTYPE (f32 by default) is
-# tfmc's --dtype: with bf16 the dots are mma.m16n8k16 bf16 kernels.
+# tfmc's --dtype: with bf16 the dots are mma.m16n8k16 bf16 kernels, and so
+# is gpt's fused attention.
 # SIM_LOAD (gpu_ptx_sim_test) also loads each PTX into the PTX simulator.
 # usage: ptx_models.sh TFMC MODELS_DIR [DTYPE [SIM_LOAD]]
 set -eu
@@ -19,6 +20,19 @@ for model in gpt transformer; do
     *) echo "FAIL: $model sm_80: $summary"; exit 1 ;;
   esac
   echo "ok: $model train graph ($dtype), sm_80: $summary"
+  # gpt's attention (causal, no mask input) in bf16: every fused attention
+  # kernel on tensor cores (ptx/attention_mma.c), the forward and all three
+  # gradients
+  if [ "$dtype" = bf16 ] && [ "$model" = gpt ]; then
+    grep -E '^k[0-9]+ +attention' "$work/k" > "$work/att" || true
+    roots=$(awk '{print $2}' "$work/att" | sort -u | tr '\n' ' ')
+    [ "$roots" = "attention attention_grad_k attention_grad_q " ] ||
+      { echo "FAIL: gpt bf16: attention kernels '$roots'"; exit 1; }
+    if grep -qv ' mma$' "$work/att"; then
+      echo "FAIL: gpt bf16: an attention kernel not on tensor cores:"; cat "$work/att"; exit 1
+    fi
+    echo "ok: gpt bf16: $(wc -l < "$work/att") attention kernels on tensor cores"
+  fi
   "$tfmc" emit ptx "$models/$model.tfm" --train --dtype "$dtype" --gpu-arch sm_90 > "$work/p.ptx"
   if [ "$dtype" = bf16 ]; then
     grep -q "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" "$work/p.ptx" ||

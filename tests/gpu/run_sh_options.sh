@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/gpu/run.sh without a GPU: "no GPU" and status 0 (issue check 4);
-# a bad option, a missing value or a --prebuilt folder without a build:
+# a bad option, a missing value, a --prebuilt folder without a build or a
+# --wheels folder that is not there:
 # status 2 and a line that says which.
 # usage: run_sh_options.sh RUN_SH
 set -u
@@ -26,4 +27,5 @@ fi
 expect 2 "unknown option '--bogus'" --bogus x
 expect 2 "--gpu-arch needs a value" --gpu-arch
 expect 2 "no build there" --prebuilt /nonexistent
+expect 2 "--wheels /nonexistent: no such folder" --wheels /nonexistent
 exit $fail

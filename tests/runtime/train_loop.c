@@ -54,7 +54,7 @@ static const tfm_buffer_desc init_buffers[] = {
 };
 static const tfm_graph_desc train_graph = {"train", 12, 28, 5, train_buffers, train_run, train_update, 0, NULL};
 static const tfm_graph_desc init_graph = {"init", 0, 12, 2, init_buffers, init_run, NULL, 0, NULL};
-static const tfm_model_info model = {"toy", "toy.tfm", 0, NULL, NULL, &init_graph, &train_graph, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL};
+static const tfm_model_info model = {"toy", "toy.tfm", 0, NULL, NULL, &init_graph, &train_graph, NULL, NULL, NULL, NULL, 0, 0, NULL, NULL, 0, NULL, NULL, 0};
 
 /* x depends only on the step: x = (step % 3, 1); step 5 is NaN when asked. */
 static int poison_step;

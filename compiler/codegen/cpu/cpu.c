@@ -29,7 +29,8 @@ bool cpu_initialize(void) {
   return !LLVMInitializeNativeTarget() && !LLVMInitializeNativeAsmPrinter();
 }
 
-static LLVMTargetMachineRef create_machine(const char *cpu, char *err, size_t size) {
+static LLVMTargetMachineRef create_machine(const char *cpu, const char *named_features,
+                                           char *err, size_t size) {
   if (!cpu_initialize()) {
     errbuf_set(err, size, "LLVM has no native target");
     return NULL;
@@ -46,7 +47,8 @@ static LLVMTargetMachineRef create_machine(const char *cpu, char *err, size_t si
   char *host_cpu = native ? LLVMGetHostCPUName() : NULL;
   char *features = native ? LLVMGetHostCPUFeatures() : NULL;
   LLVMTargetMachineRef machine =
-      LLVMCreateTargetMachine(target, triple, native ? host_cpu : cpu, native ? features : "",
+      LLVMCreateTargetMachine(target, triple, native ? host_cpu : cpu,
+                              native ? features : named_features ? named_features : "",
                               LLVMCodeGenLevelAggressive, LLVMRelocPIC, LLVMCodeModelDefault);
   LLVMDisposeMessage(triple);
   LLVMDisposeMessage(host_cpu);
@@ -82,7 +84,8 @@ CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *
     errbuf_set(err, err_size, "out of memory");
     return NULL;
   }
-  if (!(m->machine = create_machine(options ? options->cpu : NULL, err, err_size))) {
+  if (!(m->machine = create_machine(options ? options->cpu : NULL,
+                                    options ? options->features : NULL, err, err_size))) {
     free(m);
     return NULL;
   }

@@ -35,6 +35,7 @@ KernelPlanOptions cpu_plan_options(void);
 
 typedef struct CpuOptions {
   const char *cpu;    /* "native" (the default when NULL) or an LLVM CPU such as "x86-64-v3" */
+  const char *features; /* with a named cpu: LLVM features added to it ("+amx-tile,..."), or NULL */
   const char *prefix; /* symbol prefix; "tfm_model" when NULL */
   /* What the module holds: cpu_target when NULL; ptx_host_target for the
    * host side of a CUDA build, ptx_serial_target to run the GPU's kernels
@@ -66,5 +67,25 @@ bool cpu_emit_object(CpuModule *module, const char *path, char *err, size_t err_
 /* The optimised module as LLVM IR text and as assembly; malloc'd, NULL on failure. */
 char *cpu_llvm_text(CpuModule *module);
 char *cpu_assembly_text(CpuModule *module, char *err, size_t err_size);
+
+/* --cpu generic-dispatch (dispatch.c): a graph compiled once per variant,
+ * chosen at start-up by runtime/cpu_variant.c, whose order this is. */
+typedef struct CpuVariant {
+  const char *name;     /* "avx2", "avx512", "amx": the runtime's and TFM_CPU_VARIANT's names */
+  const char *cpu;      /* the LLVM CPU it is compiled for */
+  const char *features; /* and the features added to it */
+} CpuVariant;
+enum { CPU_VARIANTS = 3 };
+extern const CpuVariant cpu_variants[CPU_VARIANTS];
+
+/* PREFIX__NAME, the symbol prefix of variant v's module, in buf. */
+const char *cpu_variant_prefix(const char *prefix, int v, char *buf, size_t size);
+
+/* Makes the module of variant 0 (compiled with prefix PREFIX) the graph's
+ * dispatcher: its PREFIX_run and PREFIX_update become PREFIX__avx2_run and
+ * PREFIX__avx2_update, and new PREFIX_run and PREFIX_update call the
+ * variant that tfm_cpu_variant() returns, whose modules (compiled with
+ * cpu_variant_prefix's prefixes) are linked beside it. */
+bool cpu_add_dispatch(CpuModule *baseline, const char *prefix, char *err, size_t err_size);
 
 #endif

@@ -261,7 +261,8 @@ bool describe_model(CpuModule *module, const ModelDescription *d) {
                            LLVMConstInt(e.i32, (unsigned long long)d->num_train_apply_param, 0),
                            graph_table(&e, d->train_apply_param_prefixes,
                                        d->num_train_apply_param),
-                           graph_ref(&e, d->decode_prefix)};
-  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 18, 0), "tfm_model", 1);
+                           graph_ref(&e, d->decode_prefix),
+                           LLVMConstInt(e.i32, (unsigned long long)d->cpu_dispatch, 0)};
+  constant_global(&e, LLVMConstStructInContext(e.ctx, fields, 19, 0), "tfm_model", 1);
   return true;
 }

@@ -47,6 +47,7 @@ typedef struct ModelDescription {
   int num_train_apply_param;
   const char *const *train_apply_param_prefixes;
   const char *decode_prefix; /* NULL: no such graph */
+  int cpu_dispatch;          /* --cpu generic-dispatch (dispatch.c) */
 } ModelDescription;
 
 /* Adds `tfm_model` (a tfm_model_info) referring to each graph's PREFIX_desc,

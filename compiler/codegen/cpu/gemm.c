@@ -4,21 +4,19 @@
  *
  * Goto/BLIS structure: the columns of C go in NC-wide panels, k in KC-long
  * blocks, the rows in MC-tall blocks; B's block is packed into thread
- * scratch (the runtime's tfm_thread_scratch) as NR-column slivers,
- * zero-padded, so one register-blocked micro-kernel computes every MR x NR
- * tile of C with vector loads of B and broadcasts of A. The broadcasts take
- * one element of each of A's MR rows per k step, so A needs no layout of
- * its own: the micro-kernel reads MR-row slivers of A in place through two
- * strides (per k step, per row), and only a last partial sliver of a block
- * is packed, zero-padded. A block's last rows, when fewer than MR, run a
- * micro-kernel of a third or two thirds of MR rows; edge tiles run through
- * a small MR x NR tile on the stack.
+ * scratch (the runtime's tfm_thread_scratch) as NR-column slivers and A's
+ * as MR-row slivers, both zero-padded, so one register-blocked
+ * micro-kernel computes every MR x NR tile of C with vector loads of B and
+ * broadcasts of A, each sliver read in order. A block's last rows, when
+ * fewer than MR, run a micro-kernel of a third or two thirds of MR rows;
+ * edge tiles run through a small MR x NR tile on the stack.
  *
  * Each k block of an element is summed in k ascending order from zero and
  * then added to C (the first block stores its sum): the micro-kernel reads
- * C after its k loop, with the tile's lines prefetched at its start. Products are added with llvm.fmuladd (one rounding where
- * the target has FMA: twice the peak of a separate multiply and add on cores
- * whose two vector ports do both), so results differ from the evaluator's
+ * C after its k loop, with the tile's lines prefetched at its start.
+ * Products are added with llvm.fmuladd (one rounding where the target has
+ * FMA: twice the peak of a separate multiply and add on cores whose two
+ * vector ports do both), so results differ from the evaluator's
  * by rounding; tests/codegen bound a dot's error relative to
  * sum_k |a_ik| |b_kj|. Nothing splits k, so the result does not depend on
  * how the rows are shared among threads. */
@@ -40,13 +38,16 @@ static GemmGeometry geometry(const Gen *gen, LLVMTypeRef t) {
   int bytes = (int)element_bytes(gen, t);
   GemmGeometry g;
   if (gen->vector_bits >= 512) {
-    /* 32 registers: 12 x 2 accumulators, two of B and a broadcast. The
-     * kc x nr micro-panel of B (32 KiB in f32) stays in a 48 KiB L1 while
-     * the mc x kc block of A streams from L2: mc = 432 (432 KiB, a fifth of
-     * a 2 MiB L2) reuses each B micro-panel three times as long as 144 did,
-     * which measured 0.83 of OpenBLAS at n = 1024 against 0.76
-     * (bench/RESULTS.md, 2026-12-03). */
-    g = (GemmGeometry){.lanes = 64 / bytes, .mr = 12, .nv = 2, .mc = 432, .kc = 256, .nc = 1024};
+    /* 32 registers: 12 x 2 accumulators, two of B and a broadcast. kc =
+     * 512 halves the passes over C that kc = 256 made (each k block reads
+     * and writes the whole of C: from L3 once C passes the 2 MiB L2, n >=
+     * 1024), at the price of a kc x nr micro-panel of B (64 KiB in f32)
+     * larger than the 48 KiB L1: its 128 bytes a k step come from L2,
+     * which keeps up. mc = 192 keeps the packed A block (384 KiB) in L2
+     * beside the B micro-panels passing through. One thread, CPU time,
+     * square 2048, three runs: 126-133 GFLOP/s with mc 432, kc 256 against
+     * 149-159 (bench/RESULTS.md, 2026-12-07). */
+    g = (GemmGeometry){.lanes = 64 / bytes, .mr = 12, .nv = 2, .mc = 192, .kc = 512, .nc = 1024};
   } else {
     /* 16 registers: 6 x 2 accumulators, two of B and a broadcast. */
     g = (GemmGeometry){.lanes = 32 / bytes, .mr = 6, .nv = 2, .mc = 144, .kc = 256, .nc = 1024};
@@ -96,30 +97,33 @@ static LLVMValueRef internal_function(Gen *gen, const char *name, LLVMTypeRef *p
   return fn;
 }
 
-/* void micro(i64 kc, T *a, T *b, T *c, i64 ldc, i1 accumulate, i64 a_step,
- *            i64 a_row):
- * c[r * ldc + j] = (accumulate ? c : 0) + sum_p a[p * a_step + r * a_row] b[p * nr + j]
- * (the sum from zero in p order, then added to c)
- * over the full mr x nr tile (mr: g->mr, or a part of it, micro_kernel). */
+/* void micro(i64 kc, T *a, T *b, T *c, i64 ldc, i1 accumulate):
+ * c[r * ldc + j] = (accumulate ? c : 0) + sum_p a[p * MR + r] b[p * nr + j]
+ * (the sum from zero in p order, then added to c) over the full mr x nr
+ * tile (mr: g->mr, or a part of it, micro_kernel); a is a packed sliver of
+ * A, MR = g->mr elements a k step whatever mr is. */
 static LLVMValueRef emit_micro_kernel(Gen *gen, LLVMTypeRef t, const GemmGeometry *g, int mr,
                                       const char *name) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef tp = LLVMPointerType(t, 0);
   LLVMTypeRef vt = LLVMVectorType(t, (unsigned)g->lanes);
   LLVMTypeRef vp = LLVMPointerType(vt, 0);
-  LLVMTypeRef params[8] = {gen->i64, tp, tp, tp, gen->i64, gen->i1, gen->i64, gen->i64};
-  LLVMValueRef fn = internal_function(gen, name, params, 8);
+  LLVMTypeRef params[6] = {gen->i64, tp, tp, tp, gen->i64, gen->i1};
+  LLVMValueRef fn = internal_function(gen, name, params, 6);
   LLVMValueRef kc = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bp = LLVMGetParam(fn, 2);
   LLVMValueRef c = LLVMGetParam(fn, 3), ldc = LLVMGetParam(fn, 4);
-  LLVMValueRef a_step = LLVMGetParam(fn, 6), a_row = LLVMGetParam(fn, 7);
   int nv = g->nv, nr = nv * g->lanes;
   LLVMValueRef acc[16][4];
   for (int r = 0; r < mr; r++)
     for (int v = 0; v < nv; v++)
       acc[r][v] = gen_entry_alloca(gen, vt, "acc");
   /* C is read after the k loop, not before it: the tile's 2 x mr cache
-   * lines are prefetched for writing here, and their misses overlap the
-   * loop instead of stalling its start. The block's products are summed
+   * lines are prefetched here, and their misses overlap the loop instead of
+   * stalling its start. Into L2 (prefetcht1), not L1: with ldc a multiple
+   * of 1024 f32 the tile's lines share one L1 set, where lines fetched at
+   * the start were evicted again by A and B before the loop ended (one
+   * thread, n = 1024 cases 3-12% faster; bench/RESULTS.md, 2026-12-07).
+   * The block's products are summed
    * from zero and then added to C, so each element is C + (its sum over this
    * k block), in a fixed order whatever the threads do. */
   unsigned align = element_bytes(gen, t);
@@ -128,7 +132,7 @@ static LLVMValueRef emit_micro_kernel(Gen *gen, LLVMTypeRef t, const GemmGeometr
     for (int v = 0; v < nv; v++) {
       LLVMValueRef at = add(gen, mul(gen, gen_i64(gen, r), ldc), gen_i64(gen, v * g->lanes));
       LLVMValueRef args[4] = {LLVMBuildBitCast(b, gen_element(gen, t, c, at), i8p, ""),
-                              gen_i32(gen, 1), gen_i32(gen, 3), gen_i32(gen, 1)};
+                              gen_i32(gen, 0), gen_i32(gen, 2), gen_i32(gen, 1)};
       LLVMTypeRef pt = i8p;
       gen_intrinsic(gen, "llvm.prefetch", &pt, 1, args, 4);
       LLVMBuildStore(b, LLVMConstNull(vt), acc[r][v]);
@@ -143,7 +147,7 @@ static LLVMValueRef emit_micro_kernel(Gen *gen, LLVMTypeRef t, const GemmGeometr
     bv[v] = x;
   }
   for (int r = 0; r < mr; r++) {
-    LLVMValueRef at = add(gen, mul(gen, p.index, a_step), mul(gen, gen_i64(gen, r), a_row));
+    LLVMValueRef at = add(gen, mul(gen, p.index, gen_i64(gen, g->mr)), gen_i64(gen, r));
     LLVMValueRef s = gen_load_at(gen, t, a, at);
     LLVMValueRef splat = gen_splat(gen, s, (unsigned)g->lanes);
     for (int v = 0; v < nv; v++)
@@ -431,25 +435,17 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   /* A block (ic.., pc..): A(i, p) at p*sp + i*sq. */
   LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
   LLVMValueRef asrc = gen_element(gen, t, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
-  LLVMValueRef MR = gen_i64(gen, g.mr);
-  /* Full slivers are read in place (element (r, p) at p*sp + r*sq); a last
-   * partial one is packed at its place in the block, zero-padded. Packing
-   * A cost more than it saved: in a weight gradient (A = x^T, m = d) it
-   * was as much data as B, packed again by each thread (bench/RESULTS.md). */
-  LLVMValueRef full_rows = mul(gen, LLVMBuildSDiv(b, mc, MR, ""), MR);
-  emit_pack(gen, t, gen_element(gen, t, apack, mul(gen, full_rows, kc)),
-            gen_element(gen, t, asrc, mul(gen, full_rows, asq)), kc,
-            LLVMBuildSub(b, mc, full_rows, ""), asp, asq, g.mr, ta, false);
+  /* A's block is packed into MR-row slivers, k step by k step, so the
+   * micro-kernel's broadcasts read one sliver in order. Read in place, the
+   * MR rows were lda apart: at lda = 1024 or 2048 f32 all of them fall in
+   * one L1 set, where they evicted each other and the B micro-panel. */
+  emit_pack(gen, t, apack, asrc, kc, mc, asp, asq, g.mr, ta, false);
   step_loop_begin(gen, &jr, nc, nr);
   LLVMValueRef cols = min64(gen, gen_i64(gen, nr), LLVMBuildSub(b, nc, jr.index, ""));
   LLVMValueRef bsliver = gen_element(gen, t, bpack, mul(gen, jr.index, kc));
   step_loop_begin(gen, &ir, mc, g.mr);
   LLVMValueRef rows = min64(gen, gen_i64(gen, g.mr), LLVMBuildSub(b, mc, ir.index, ""));
-  LLVMValueRef packed = LLVMBuildICmp(b, LLVMIntSGE, ir.index, full_rows, "");
-  LLVMValueRef asliver = LLVMBuildSelect(b, packed, gen_element(gen, t, apack, mul(gen, ir.index, kc)),
-                                         gen_element(gen, t, asrc, mul(gen, ir.index, asq)), "");
-  LLVMValueRef a_step = LLVMBuildSelect(b, packed, MR, asp, "");
-  LLVMValueRef a_row = LLVMBuildSelect(b, packed, one, asq, "");
+  LLVMValueRef asliver = gen_element(gen, t, apack, mul(gen, ir.index, kc));
   LLVMValueRef ct = gen_element(
       gen, t, c, add(gen, mul(gen, add(gen, ic.index, ir.index), ldc), add(gen, jc.index, jr.index)));
   LLVMValueRef full = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, rows, gen_i64(gen, g.mr), ""),
@@ -459,8 +455,8 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next_tile");
   LLVMBuildCondBr(b, full, direct, edge);
   LLVMPositionBuilderAtEnd(b, direct);
-  LLVMValueRef call[8] = {kc, asliver, bsliver, ct, ldc, accumulate, a_step, a_row};
-  LLVMBuildCall2(b, micro_type, micro, call, 8, "");
+  LLVMValueRef call[6] = {kc, asliver, bsliver, ct, ldc, accumulate};
+  LLVMBuildCall2(b, micro_type, micro, call, 6, "");
   LLVMBuildBr(b, next);
   /* A block's last rows (a thread's 256 or 1024 rows end in 4) run the
    * micro-kernel of a third or two thirds of MR rows that holds them: a
@@ -481,13 +477,13 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   LLVMBasicBlockRef through = LLVMAppendBasicBlockInContext(gen->context, fn, "through_tile");
   LLVMBuildCondBr(b, exact, part_direct, through);
   LLVMPositionBuilderAtEnd(b, part_direct);
-  LLVMBuildCall2(b, micro_type, part, call, 8, "");
+  LLVMBuildCall2(b, micro_type, part, call, 6, "");
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, through);
   LLVMValueRef NR = gen_i64(gen, nr);
   emit_copy_block(gen, t, tile, NR, ct, ldc, rows, cols);
-  LLVMValueRef edge_call[8] = {kc, asliver, bsliver, tile, NR, accumulate, a_step, a_row};
-  LLVMBuildCall2(b, micro_type, part, edge_call, 8, "");
+  LLVMValueRef edge_call[6] = {kc, asliver, bsliver, tile, NR, accumulate};
+  LLVMBuildCall2(b, micro_type, part, edge_call, 6, "");
   emit_copy_block(gen, t, ct, ldc, tile, NR, rows, cols);
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, next);
@@ -553,9 +549,8 @@ static LLVMValueRef emit_gemm_bf16(Gen *gen, bool ta, bool tb, const char *name)
   step_loop_begin(gen, &ir, mc, g.mr);
   LLVMValueRef asliver = gen_element(gen, t, apack, mul(gen, ir.index, kc));
   LLVMValueRef ct = gen_element(gen, t, cblock, add(gen, mul(gen, ir.index, NC), jr.index));
-  LLVMValueRef call[8] = {kc, asliver, bsliver, ct, NC, accumulate, gen_i64(gen, g.mr),
-                          gen_i64(gen, 1)};
-  LLVMBuildCall2(b, micro_type, micro, call, 8, "");
+  LLVMValueRef call[6] = {kc, asliver, bsliver, ct, NC, accumulate};
+  LLVMBuildCall2(b, micro_type, micro, call, 6, "");
   step_loop_end(gen, &ir);
   step_loop_end(gen, &jr);
   step_loop_end(gen, &pc);

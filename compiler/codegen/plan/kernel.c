@@ -35,6 +35,7 @@ typedef struct KernelDraft {
   int outer_axes;
   int num_vars;
   int64_t extent[KERNEL_MAX_VARS];
+  int num_hoisted;
 } KernelDraft;
 
 typedef struct Planner {
@@ -400,6 +401,7 @@ static bool place_in(Planner *p, GraphId id, int kernel, const KernelIndexMap *p
   if (hoist) {
     *at = paths[0];
     draft->hoisted_at = at;
+    p->kernels[kernel].num_hoisted++;
   }
   draft->paths = copy;
   memcpy(draft->paths, paths, sizeof *paths * (size_t)count);
@@ -425,7 +427,9 @@ static bool try_inline(Planner *p, GraphId id) {
       evaluations(k, graph_node(p->g, k->root)->shape.rank, paths, count) >
           MAX_TRANSCENDENTAL_REPEATS * graph_shape_numel(&n->shape))
     return false;
-  if (is_reduce(n->op) && (count != 1 || !kernel_index_outer_only(&paths[0], k->outer_axes)))
+  int most_hoisted = p->options.max_hoisted;
+  if (is_reduce(n->op) && (count != 1 || !kernel_index_outer_only(&paths[0], k->outer_axes) ||
+                           (most_hoisted > 0 && k->num_hoisted >= most_hoisted)))
     return false;
   return place_in(p, id, kernel, paths, count, KERNEL_INLINED);
 }
@@ -741,25 +745,58 @@ static void planner_release(Planner *p) {
   free(p->use_slot);
 }
 
+/* One rewrite of kernel_prepare: a new graph with map (when not NULL)
+ * taking in's nodes to it, or NULL with a message in err. */
+typedef Graph *(*PrepareStep)(const Graph *in, const KernelPlanOptions *options, GraphId *map,
+                              char *err, size_t err_size);
+
+static Graph *split_column_sums(const Graph *in, const KernelPlanOptions *options, GraphId *map,
+                                char *err, size_t err_size) {
+  (void)options;
+  return kernel_split_column_sums(in, map, err, err_size);
+}
+
+static Graph *split_long_reductions(const Graph *in, const KernelPlanOptions *options,
+                                    GraphId *map, char *err, size_t err_size) {
+  return kernel_split_long_reductions(in, options->long_reduction_chunk,
+                                      options->long_reduction_rows, map, err, err_size);
+}
+
+static Graph *recompute(const Graph *in, const KernelPlanOptions *options, GraphId *map,
+                        char *err, size_t err_size) {
+  (void)options;
+  return kernel_recompute(in, map, err, err_size);
+}
+
 Graph *kernel_prepare(const Graph *in, const KernelPlanOptions *options, GraphId *map, char *err,
                       size_t err_size) {
-  if (!options || !options->split_column_sums)
-    return kernel_recompute(in, map, err, err_size);
-  GraphId *split_map = map ? malloc(sizeof(GraphId) * (size_t)(graph_count(in) + 1)) : NULL;
-  Graph *split = !map || split_map ? kernel_split_column_sums(in, split_map, err, err_size) : NULL;
-  GraphId *recompute_map =
-      split && map ? malloc(sizeof(GraphId) * (size_t)(graph_count(split) + 1)) : NULL;
-  Graph *out = NULL;
-  if ((map && !split_map) || (split && map && !recompute_map))
-    errbuf_set(err, err_size, "planning: out of memory");
-  else if (split)
-    out = kernel_recompute(split, recompute_map, err, err_size);
-  for (GraphId id = 0; out && map && id < graph_count(in); id++)
-    map[id] = recompute_map[split_map[id]];
-  free(split_map);
-  free(recompute_map);
-  graph_free(split);
-  return out;
+  KernelPlanOptions none = {0};
+  if (!options)
+    options = &none;
+  PrepareStep steps[3];
+  int count = 0;
+  if (options->split_column_sums)
+    steps[count++] = split_column_sums;
+  if (options->long_reduction_chunk > 0)
+    steps[count++] = split_long_reductions;
+  steps[count++] = recompute;
+  const Graph *g = in;
+  Graph *owned = NULL;
+  for (int s = 0; s < count; s++) {
+    GraphId *step_map = map ? malloc(sizeof(GraphId) * (size_t)(graph_count(g) + 1)) : NULL;
+    Graph *next = !map || step_map ? steps[s](g, options, step_map, err, err_size) : NULL;
+    if (map && !step_map)
+      errbuf_set(err, err_size, "planning: out of memory");
+    /* map takes `in`'s nodes to g's: now to next's */
+    for (GraphId id = 0; next && map && id < graph_count(in); id++)
+      map[id] = s == 0 ? step_map[id] : map[id] < 0 ? map[id] : step_map[map[id]];
+    free(step_map);
+    graph_free(owned);
+    if (!next)
+      return NULL;
+    g = owned = next;
+  }
+  return owned;
 }
 
 bool kernel_is_hoisted(const Kernel *k, GraphId id) {

@@ -147,18 +147,35 @@ typedef struct KernelPlanOptions {
    * its own that reads the rows once more. For the CPU; the GPU's split
    * rows do not store hoisted values. */
   bool store_row_statistics;
+  /* A sum or max of at least 2 x long_reduction_chunk elements a row into
+   * at most long_reduction_rows rows (0: never) is reduced in chunks of
+   * that many elements and then over the chunks
+   * (kernel_block_reductions.c), so that a long row spreads over many
+   * threads. For the GPU, whose rows get a block each at most. */
+  int64_t long_reduction_chunk, long_reduction_rows;
+  /* A kernel hoists at most this many row reductions (0: as many as its
+   * loop variables allow); the others become kernels of their own. For
+   * the GPU, where each hoisted value holds registers through the rest of
+   * the row (a sum of many parameters' squared gradients spilled). */
+  int max_hoisted;
 } KernelPlanOptions;
 
-/* The graph a backend plans: `in` (optimised) with its column sums split
- * where options say (kernel_split_column_sums), then recomputed
- * (kernel_recompute). NULL with a message in err on failure; map as for
- * kernel_recompute. */
+/* The graph a backend plans: `in` (optimised) with its column sums and
+ * its long reductions split where options say (kernel_split_column_sums,
+ * kernel_split_long_reductions), then recomputed (kernel_recompute). NULL
+ * with a message in err on failure; map as for kernel_recompute. */
 Graph *kernel_prepare(const Graph *in, const KernelPlanOptions *options, GraphId *map, char *err,
                       size_t err_size);
 /* Sums over leading axes of rows computed as sums of groups of rows and
  * then of the groups (kernel_column_sums.c). Returns a new graph, or NULL
  * with a message in err; map as for kernel_recompute. */
 Graph *kernel_split_column_sums(const Graph *in, GraphId *map, char *err, size_t err_size);
+/* Reductions of rows of at least 2 x `chunk` elements into at most
+ * `max_rows` rows computed over chunks of `chunk` elements, then over the
+ * chunks' results (kernel_block_reductions.c). Returns a new graph, or
+ * NULL with a message in err; map as for kernel_recompute. */
+Graph *kernel_split_long_reductions(const Graph *in, int64_t chunk, int64_t max_rows,
+                                    GraphId *map, char *err, size_t err_size);
 
 /* Plans `g` (which must outlive the plan); options NULL: none. NULL with a
  * message in err on failure. */

@@ -142,16 +142,16 @@ static LLVMValueRef shared_word(Gen *gen, LLVMValueRef array, LLVMValueRef i) {
  * 17 x 17 one a wrong last element. So each call is marked convergent (for
  * the IR passes), and after the k loop every accumulator goes, in the
  * block where every lane is, to an empty inline asm with side effects
- * (pin), which emits nothing and which no pass moves: an mma
+ * (ptx_pin), which emits nothing and which no pass moves: an mma
  * then always has a use before the lanes' stores branch, and the hot loop
  * keeps its schedule. */
-static void mark_convergent(Gen *gen, LLVMValueRef call) {
+void ptx_mark_convergent(Gen *gen, LLVMValueRef call) {
   unsigned kind = LLVMGetEnumAttributeKindForName("convergent", 10);
   LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex,
                            LLVMCreateEnumAttribute(gen->context, kind, 0));
 }
 
-static void pin(Gen *gen, LLVMValueRef values[4]) {
+void ptx_pin(Gen *gen, LLVMValueRef values[4]) {
   LLVMTypeRef f32 = LLVMFloatTypeInContext(gen->context);
   LLVMTypeRef params[4] = {f32, f32, f32, f32};
   LLVMTypeRef type = LLVMFunctionType(gen->void_type, params, 4, false);
@@ -174,7 +174,7 @@ static void issue_mma(Gen *gen, const char *intrinsic, LLVMValueRef fa[MMA_TILES
       for (int i = 0; i < 4; i++)
         args[6 + i] = LLVMBuildLoad2(b, f32, acc[mi][ni][i], "");
       LLVMValueRef d = gen_intrinsic(gen, intrinsic, NULL, 0, args, 10);
-      mark_convergent(gen, d);
+      ptx_mark_convergent(gen, d);
       for (int i = 0; i < 4; i++)
         LLVMBuildStore(b, LLVMBuildExtractValue(b, d, (unsigned)i, ""), acc[mi][ni][i]);
     }
@@ -295,12 +295,12 @@ static void emit_tiled(Gen *gen, int function, const DotTile *shape, LLVMValueRe
   barrier(gen);
   multiply(gen, &t, acc);
   gen_loop_end(gen, &step);
-  for (int mi = 0; mi < MMA_TILES_M; mi++) /* see mark_convergent */
+  for (int mi = 0; mi < MMA_TILES_M; mi++) /* see ptx_mark_convergent */
     for (int ni = 0; ni < MMA_TILES_N; ni++) {
       LLVMValueRef values[4];
       for (int i = 0; i < 4; i++)
         values[i] = LLVMBuildLoad2(b, f32, acc[mi][ni][i], "");
-      pin(gen, values);
+      ptx_pin(gen, values);
     }
   LLVMValueRef c_base = gen_imul(gen, batch, m * n);
   for (int mi = 0; mi < MMA_TILES_M; mi++)

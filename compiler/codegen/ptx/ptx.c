@@ -85,6 +85,8 @@ int64_t ptx_work_items(const KernelPlan *plan, int kernel) {
   const GraphNode *root = graph_node(plan->graph, k->root);
   if (k->kind == KERNEL_DOT && ptx_dot_tiled(root))
     return ptx_dot_tiled_items(root);
+  if (ptx_attention_mma(plan->graph, k))
+    return ptx_attention_mma_items(plan->graph, k);
   int64_t threads = ptx_row_sharing(plan, kernel);
   return thread_items(plan, kernel) * (threads > 0 ? threads : 1);
 }
@@ -215,6 +217,8 @@ static void emit_kernel(Gen *gen, int f, const Kernel *k) {
     ptx_emit_dot_kernel(gen, f, k);
   else if (k->kind == KERNEL_SCATTER)
     emit_scatter_kernel(gen, f, k, ptx_scatter_block_rows(graph_node(plan->graph, k->root)));
+  else if (ptx_attention_mma(plan->graph, k))
+    ptx_emit_attention_mma(gen, f, k);
   else if (k->kind == KERNEL_ATTENTION)
     ptx_emit_attention_kernel(gen, f, k);
   else if ((threads = ptx_row_split_threads(plan, plan->function_kernel[f])) > 0)

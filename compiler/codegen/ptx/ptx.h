@@ -45,6 +45,10 @@ enum { PTX_GEMM_TRANSA, PTX_GEMM_TRANSB, PTX_GEMM_M, PTX_GEMM_N, PTX_GEMM_K, PTX
  * sharing a function agree, as they have the same shapes and types. */
 bool ptx_dot_on_cublas(const KernelPlan *plan, int kernel, int64_t desc[PTX_GEMM_FIELDS]);
 
+/* The kernel plan options of the GPU (row.c): long reductions split over
+ * blocks; none of the CPU's. */
+KernelPlanOptions ptx_plan_options(void);
+
 /* True for the GPU architectures --gpu-arch accepts. */
 int ptx_arch_known(const char *arch);
 

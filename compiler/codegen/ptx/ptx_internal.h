@@ -27,6 +27,18 @@ void ptx_emit_row_kernel(Gen *gen, int function, const Kernel *kernel, int64_t t
  * launch has PTX_WARP work items a row. */
 void ptx_emit_attention_kernel(Gen *gen, int function, const Kernel *kernel);
 
+/* attention_mma.c: whether an attention kernel runs on tensor cores
+ * (bf16-valued q, k, v and do, no mask input, heads of at most 64), its
+ * work items (a warp for each 16 rows of its side) and its function. */
+bool ptx_attention_mma(const Graph *graph, const Kernel *kernel);
+int64_t ptx_attention_mma_items(const Graph *graph, const Kernel *kernel);
+void ptx_emit_attention_mma(Gen *gen, int function, const Kernel *kernel);
+
+/* dot.c: every lane must run every mma.sync: its call marked convergent,
+ * and 4 values pinned where the whole warp is (see dot.c). */
+void ptx_mark_convergent(Gen *gen, LLVMValueRef call);
+void ptx_pin(Gen *gen, LLVMValueRef values[4]);
+
 /* dot.c: a dot kernel as the GPU runs it (tiled, or one thread an
  * element of C), and always one thread an element (the thread plan the
  * CPU runs, serial.c). */

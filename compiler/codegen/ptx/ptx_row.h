@@ -32,6 +32,18 @@
 /* Threads below which a launch leaves much of a GPU idle (an H100 or H200
  * holds 132 x 2048 resident threads; a quarter of that). */
 #define PTX_FILL_THREADS 65536
+/* A row longer than 2 chunks of PTX_ROW_CHUNK elements, of a reduction
+ * into fewer rows than PTX_LONG_ROWS_MAX (which, a block a row, would
+ * leave the GPU idle), is reduced a chunk a block and then over its chunks
+ * (KernelPlanOptions.long_reduction_chunk): 32 elements a thread. */
+#define PTX_ROW_CHUNK (32 * PTX_ROW_BLOCK_THREADS)
+#define PTX_LONG_ROWS_MAX (PTX_FILL_THREADS / PTX_ROW_BLOCK_THREADS)
+/* Row reductions a kernel hoists at most (KernelPlanOptions.max_hoisted):
+ * each one's value stays live through the loops and barriers of those
+ * after it. GPT-2's gradient-norm kernel hoisted as many parameters' sums
+ * as its 24 loop variables allowed, beside the others' read as scalars:
+ * 255 registers, 548 bytes spilled on sm_80; at most 8, 48 registers. */
+#define PTX_MAX_HOISTED 8
 
 /* Threads that share a row whose longest loop (reduction or elementwise
  * part) has `length` elements. */

@@ -111,12 +111,16 @@ int ptx_report_resources(const KernelPlan *plan, const char *arch, FILE *out, ch
     const Kernel *k = &plan->kernels[plan->function_kernel[f]];
     const PtxResources *r = &per[f];
     /* Row reductions and attention: the threads sharing a row (ptx_row.h),
-     * a warp or a block. */
+     * a warp or a block; "mma" for attention on tensor cores (16 rows a
+     * warp). */
     int64_t threads = ptx_row_sharing(plan, plan->function_kernel[f]);
+    const char *rows = ptx_attention_mma(plan->graph, k) ? "mma"
+                       : threads == 0                     ? "-"
+                       : threads == PTX_WARP              ? "warp"
+                                                          : "block";
     fprintf(out, "k%-9d %-12s %10d %12ld %11ld %6ld %6s\n", f,
             graph_op_name(graph_node(plan->graph, k->root)->op), r->registers, r->spill_stores,
-            r->spill_loads, r->stack,
-            threads == 0 ? "-" : threads == PTX_WARP ? "warp" : "block");
+            r->spill_loads, r->stack, rows);
     if (r->registers > most)
       most = r->registers;
     spilled += r->spill_stores + r->spill_loads;

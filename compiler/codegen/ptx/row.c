@@ -69,6 +69,12 @@ int64_t ptx_row_split_threads(const KernelPlan *plan, int kernel) {
   return ptx_row_threads(length);
 }
 
+KernelPlanOptions ptx_plan_options(void) {
+  return (KernelPlanOptions){.long_reduction_chunk = PTX_ROW_CHUNK,
+                             .long_reduction_rows = PTX_LONG_ROWS_MAX,
+                             .max_hoisted = PTX_MAX_HOISTED};
+}
+
 int64_t ptx_scatter_block_rows(const GraphNode *scatter) {
   int64_t cells = graph_shape_numel(&scatter->shape);
   return cells > PTX_FILL_THREADS ? (cells + PTX_FILL_THREADS - 1) / PTX_FILL_THREADS : 1;

@@ -934,6 +934,12 @@ static bool run_block(Block *b) {
   }
 }
 
+int ptx_sim_num_params(const PtxEntry *e) { return e->num_params; }
+
+size_t ptx_sim_param_bytes(const PtxEntry *e, int i) {
+  return (size_t)e->module->symbols[e->params[i]].bytes;
+}
+
 int ptx_sim_launch(const PtxEntry *e, unsigned grid, unsigned block, void **params, char *err,
                    size_t err_size) {
   const PtxModule *m = e->module;

@@ -52,4 +52,9 @@ bool ptx_sim_inside(uintptr_t base, size_t bytes);
 int ptx_sim_launch(const PtxEntry *entry, unsigned grid, unsigned block, void **params,
                    char *err, size_t err_size);
 
+/* An entry's parameters: how many, and parameter i's size in bytes (what
+ * a CUDA graph's kernel node copies from params[i] when it is added). */
+int ptx_sim_num_params(const PtxEntry *entry);
+size_t ptx_sim_param_bytes(const PtxEntry *entry, int i);
+
 #endif
