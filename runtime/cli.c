@@ -11,7 +11,6 @@
 #include <string.h>
 
 #include "cli.h"
-#include "cpu_variant.h"
 #include "dist.h"
 #include "gpu.h"
 #include "pretrained.h"

@@ -100,7 +100,7 @@ typedef struct tfm_model_info {
                                      logits [B, 1, V]; NULL when the model has none */
   int32_t cpu_dispatch;           /* built with --cpu generic-dispatch: each graph's code
                                      for several x86-64 levels, one chosen at start-up
-                                     (cpu_variant.h) */
+                                     (tfmrt.h, tfm_cpu_variant) */
 } tfm_model_info;
 
 /* --- a graph instance: its arena and buffers ------------------------------- */

@@ -149,9 +149,10 @@ enum { TFM_CPU_KERNELS_AVX2 = 0, TFM_CPU_KERNELS_AVX512BF16 = 1, TFM_CPU_KERNELS
 
 /* Chooses the family once per process: TFM_CPU_KERNELS=amx|avx512bf16|avx2
  * when set (TFM_FAILED for another name, or a family this CPU or its
- * operating system lacks), else the best the CPU has. AMX needs Linux's
+ * operating system lacks), else AMX where the CPU has it, otherwise the
+ * widening path (AVX512-BF16 measured slower than it). AMX needs Linux's
  * consent (arch_prctl ARCH_REQ_XCOMP_PERM); refused, a line on stderr says
- * so and AVX512-BF16 runs. Later calls return the first call's status. */
+ * so. Later calls return the first call's status. */
 int tfm_cpu_kernels_choose(void);
 /* The chosen family, for generated code; choosing on first use, and
  * ending the process with the message when that fails. */
@@ -161,6 +162,35 @@ int32_t tfm_cpu_kernels(void);
 int tfm_cpu_kernels_supported(int family);
 const char *tfm_cpu_kernels_name(int family);
 int tfm_cpu_kernels_from_name(const char *name);
+
+/* The variant a binary built with `tfmc build --cpu generic-dispatch`
+ * runs: such a binary holds every graph compiled once per x86-64 level
+ * below, and each graph's entry points call the variant chosen here, once
+ * per process. TFM_CPU_VARIANT=avx2|avx512|amx forces one. The numbers are
+ * the generated dispatchers' (compiler/codegen/cpu/dispatch.c lists the
+ * same variants in the same order). */
+enum {
+  TFM_CPU_AVX2,   /* x86-64-v3: AVX2, FMA (Haswell and later, Zen) */
+  TFM_CPU_AVX512, /* x86-64-v4: AVX-512 F, BW, DQ, CD, VL */
+  TFM_CPU_AMX,    /* x86-64-v4 with AVX512-BF16, AMX-TILE and AMX-BF16 (Sapphire Rapids) */
+  TFM_CPU_VARIANTS
+};
+
+/* "avx2", "avx512" or "amx". */
+const char *tfm_cpu_variant_name(int32_t variant);
+
+/* Chooses the variant (TFM_CPU_VARIANT's if set, else the best this
+ * machine runs) and keeps it for tfm_cpu_variant. TFM_FAILED, with the
+ * reason in tfm_error(), when the variable names an unknown variant or one
+ * this machine cannot run, or when the machine lacks even AVX2. */
+int tfm_cpu_variant_select(int32_t *variant);
+
+/* The chosen variant, choosing on the first call; what the generated
+ * dispatchers call. Where choosing fails (a binary's main reports that
+ * before any graph runs; a program embedding a model library may not), it
+ * says why on stderr once and runs the best variant this machine has. */
+int32_t tfm_cpu_variant(void);
+
 
 /* --- arena ---------------------------------------------------------------- */
 

@@ -69,7 +69,7 @@ char *cpu_llvm_text(CpuModule *module);
 char *cpu_assembly_text(CpuModule *module, char *err, size_t err_size);
 
 /* --cpu generic-dispatch (dispatch.c): a graph compiled once per variant,
- * chosen at start-up by runtime/cpu_variant.c, whose order this is. */
+ * chosen at start-up by runtime/cpu_kernels.c, in tfmrt.h's order. */
 typedef struct CpuVariant {
   const char *name;     /* "avx2", "avx512", "amx": the runtime's and TFM_CPU_VARIANT's names */
   const char *cpu;      /* the LLVM CPU it is compiled for */

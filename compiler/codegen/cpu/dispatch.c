@@ -2,7 +2,7 @@
  * Each graph is compiled once per variant below (the plan is shared, so
  * every variant has the same buffers and kernel numbers); the baseline
  * variant's module then gets entry points PREFIX_run and PREFIX_update
- * that call the variant runtime/cpu_variant.c chose at start-up. A whole
+ * that call the variant runtime/cpu_kernels.c chose at start-up. A whole
  * graph per variant, rather than a few kernels with several versions, so
  * that every loop (not just the GEMM) gets the wider vectors, and so that
  * the choice costs one call per graph run. */
@@ -12,7 +12,7 @@
 #include "cpu_internal.h"
 #include "errbuf.h"
 
-/* In runtime/cpu_variant.h's order (TFM_CPU_AVX2, TFM_CPU_AVX512, TFM_CPU_AMX). */
+/* In runtime/tfmrt.h's order (TFM_CPU_AVX2, TFM_CPU_AVX512, TFM_CPU_AMX). */
 const CpuVariant cpu_variants[CPU_VARIANTS] = {
     {"avx2", "x86-64-v3", ""},
     {"avx512", "x86-64-v4", ""},
