@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tfmc build --cpu generic-dispatch (compiler/codegen/cpu/dispatch.c,
-# runtime/cpu_variant.c): one binary for every x86-64 level from AVX2 on.
+# runtime/cpu_kernels.c): one binary for every x86-64 level from AVX2 on.
 #  - every variant this machine runs trains (TFM_CPU_VARIANT forces it),
 #    and their losses agree (f32: 1e-4 relative; bf16: 1e-2); a variant it
 #    cannot run is refused clearly and reported as skipped;
