@@ -135,7 +135,8 @@ try:
     import jax, jaxlib
     print("  jax", jax.__version__, "jaxlib", jaxlib.__version__)
 except ImportError:
-    pass
+    if "torch" not in sys.modules:
+        print("  neither torch nor jax installed")
 '
 echo "PyPI peers ($venv):"
 "$venv/bin/python" -c "$versions" 2>/dev/null || true
@@ -156,7 +157,8 @@ esac
 corpus=$work/corpus.txt
 # Any text works: the step time does not depend on the data.
 for _ in $(seq 200); do cat "$root/README.md"; done >"$corpus"
-params=$("$tfmc" stats "$root/models/gpt.tfm" "${defines[@]}" | awk '$1 == "total" { gsub(",", "", $2); print $2 }')
+stats=$("$tfmc" stats "$root/models/gpt.tfm" "${defines[@]}") || { echo "gpt_step.sh: $tfmc stats failed" >&2; exit 1; }
+params=$(awk '$1 == "total" { gsub(",", "", $2); print $2 }' <<<"$stats")
 [ -n "$params" ] || { echo "gpt_step.sh: tfmc stats printed no parameter total" >&2; exit 1; }
 echo "config $config: L=$L d=$C h=$H V=$V T=$T B=$B, tfm's model has $params parameters"
 "$tfmc" build "$root/models/gpt.tfm" "${defines[@]}" -o "$work/gpt-f32"
