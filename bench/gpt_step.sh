@@ -30,9 +30,11 @@
 #   TFM_BENCH_VENV  an existing virtual environment with torch / jax to use as
 #                   it is (nothing is installed into it). Without it the script
 #                   uses build-bench-venv/ in the repository root, making it
-#                   the first time with `pip install torch numpy "jax[cpu]"`
-#                   from PyPI (several GB). If no registry answers, it says so
-#                   and runs the peers it has (at least Debian's PyTorch).
+#                   the first time with `pip install torch numpy "jax[cpu]"
+#                   transformers` from PyPI (several GB; bench/bench_venv.sh,
+#                   shared with bench/decode_timing.sh). If no registry
+#                   answers, it says so and runs the peers it has (at least
+#                   Debian's PyTorch).
 # Not a test: machines here are noisy; the figures go to bench/RESULTS.md.
 set -euo pipefail
 
@@ -76,28 +78,9 @@ else
   wanted=("${all_peers[@]}")
 fi
 
-# --- The PyPI peers' virtual environment ----------------------------------
-if [ -n "${TFM_BENCH_VENV:-}" ]; then
-  venv=$TFM_BENCH_VENV
-  [ -x "$venv/bin/python" ] || { echo "gpt_step.sh: TFM_BENCH_VENV=$venv has no bin/python" >&2; exit 1; }
-else
-  venv=$root/build-bench-venv
-  # .tfm-complete marks a finished install, so an interrupted one is retried.
-  if [ ! -e "$venv/.tfm-complete" ]; then
-    echo "making $venv: pip install torch numpy \"jax[cpu]\" from PyPI (several GB, once)"
-    if [ ! -x "$venv/bin/python" ] && ! python3 -m venv "$venv"; then
-      echo "gpt_step.sh: python3 -m venv $venv failed (Debian: apt-get install python3-venv)" >&2
-      exit 1
-    fi
-    if "$venv/bin/pip" install --retries 2 --timeout 60 torch numpy "jax[cpu]" >"$work/pip.log" 2>&1; then
-      touch "$venv/.tfm-complete"
-    else
-      tail -n 5 "$work/pip.log" >&2
-      echo "gpt_step.sh: pip could not install torch, numpy and jax[cpu] into $venv" \
-        "(no package registry answered?); running the peers that are installed" >&2
-    fi
-  fi
-fi
+# --- The PyPI peers' virtual environment (sets venv) -----------------------
+# shellcheck source=bench/bench_venv.sh
+. "$here/bench_venv.sh"
 has() { "$1" -c "import $2" >/dev/null 2>&1; }
 available=()
 for p in "${wanted[@]}"; do
