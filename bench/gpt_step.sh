@@ -170,7 +170,7 @@ tfm_step() { # BINARY
 # PEER ROUND -> its median step in seconds; stops the script if the peer
 # trains another number of parameters than tfm. The first round's PyTorch
 # runs add one step under oneDNN's verbose mode (after the timed ones), whose
-# lines say which kernels ran; its output is kept in $work/PEER.out.
+# lines say which kernels ran; that output is kept in $work/PEER.kernels.
 peer_step() {
   local peer=$1 round=$2 out=$work/$1.out n t
   local verbose=0
@@ -179,6 +179,7 @@ peer_step() {
     debian-torch) "${debian_env[@]}" TFM_PEER_ONEDNN_STEP=$verbose /usr/bin/python3 "$here/peer_run.py" "$torch_gpt" 1 >"$out" 2>&1 ;;
     *) env GPT_CONFIG="$gpt_config" TFM_PEER_ONEDNN_STEP=$verbose "$venv/bin/python" "$here/peer_run.py" "$peers_gpt" "$peer" 2 >"$out" 2>&1 ;;
   esac || { tail -n 20 "$out" >&2; echo "gpt_step.sh: peer $peer failed (its output above)" >&2; return 1; }
+  [ "$verbose" = 0 ] || cp "$out" "$work/$peer.kernels"
   n=$(sed -n 's/^peer params \([0-9]*\)$/\1/p' "$out" | head -n 1)
   if [ "$n" != "$params" ]; then
     echo "gpt_step.sh: $peer trains ${n:-an unknown number of} parameters, tfm's model $params: not the same model" >&2
@@ -210,7 +211,7 @@ load_end=$(cut -d' ' -f1-3 /proc/loadavg)
 # calls oneDNN from compiled code, so there is no switch for one step).
 for x in "${available[@]}"; do
   case $x in jax*)
-    env GPT_CONFIG="$gpt_config" ONEDNN_VERBOSE=1 "$venv/bin/python" "$peers_gpt" "$x" 2 >"$work/$x.out" 2>&1 || true ;;
+    env GPT_CONFIG="$gpt_config" ONEDNN_VERBOSE=1 "$venv/bin/python" "$peers_gpt" "$x" 2 >"$work/$x.kernels" 2>&1 || true ;;
   esac
 done
 
@@ -231,7 +232,7 @@ onednn_kernels() {
 }
 echo "kernels (PyTorch: one extra step under oneDNN verbose; JAX: a whole extra run, compilation included):"
 for x in "${available[@]}"; do
-  echo "  $x: $(onednn_kernels "$work/$x.out")"
+  echo "  $x: $(onednn_kernels "$work/$x.kernels")"
 done
 
 median() { printf '%s\n' "$@" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
