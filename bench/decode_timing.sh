@@ -51,6 +51,6 @@ hf() { # PREFIX -> the peer's ms per new token; checks its parameter count
 hf_short=$(hf 10) hf_long=$(hf 1000)
 echo "transformers generate (greedy, use_cache=True), $params parameters as tfm's: prefix 10: $hf_short, prefix 1000: $hf_long ms per new token"
 awk -v a="$short" -v b="$hf_short" -v c="$long" -v d="$hf_long" \
-  'BEGIN { printf "ratio tfm cache / transformers: prefix 10: %.2f, prefix 1000: %.2f\n", a / b, c / d }'
+  'BEGIN { printf "ratio tfm cache / transformers: prefix 10: %.3g, prefix 1000: %.3g\n", a / b, c / d }'
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
 exit "$status"
