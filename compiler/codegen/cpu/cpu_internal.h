@@ -24,7 +24,9 @@ LLVMValueRef cpu_gemm_bf16_function(Gen *gen, bool ta, bool tb);
 LLVMValueRef cpu_gemm_bf16_widen_function(Gen *gen, bool ta, bool tb);
 
 /* A family of bf16 GEMMs on pair dot products (gemm_bf16.c's driver):
- * its micro-kernel void (i64 kp, i16 *a, i16 *b, f32 *tile) sets the
+ * `micro` emits the body of its micro-kernel (the driver makes the
+ * function, once a module, with the family's features and the builder at
+ * its entry) void (i64 kp, i16 *a, i16 *b, f32 *tile), which sets the
  * rows x 32 f32 tile (row stride 32) to the sums over kp (a multiple of
  * 32) of `rows` rows of packed A times two 16-column strips of B in the
  * pair layout (the second 16 kp elements on). Packed A: 16-row strips
@@ -35,7 +37,7 @@ typedef struct CpuPairFamily {
   const char *name;     /* in its functions' names */
   const char *features; /* the target features its functions add */
   int rows;             /* of its micro tile; divides 32 */
-  LLVMValueRef (*micro)(Gen *gen);
+  void (*micro)(Gen *gen, LLVMValueRef fn);
   void (*begin)(Gen *gen); /* NULL, or emitted before the driver's loops */
   void (*end)(Gen *gen);   /* NULL, or emitted after them */
 } CpuPairFamily;
@@ -48,7 +50,7 @@ extern const CpuPairFamily cpu_avx512bf16_family; /* gemm_avx512bf16.c */
 void cpu_pack_bf16(Gen *gen, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef k, LLVMValueRef kp,
                    LLVMValueRef count, LLVMValueRef padded, LLVMValueRef sp, LLVMValueRef sq,
                    bool p_contiguous, bool pairs);
-/* A new internal, noinline function void name(params) with the builder at
+/* gemm.c: a new internal, noinline function void name(params) with the builder at
  * its entry, adding `features` (NULL: none) to the target's. */
 LLVMValueRef cpu_gemm_function_begin(Gen *gen, const char *name, LLVMTypeRef *params,
                                      int num_params, const char *features);

@@ -82,16 +82,21 @@ static void step_loop_end(Gen *gen, GenLoop *loop) {
   gen_loop_end(gen, loop);
 }
 
-static LLVMValueRef internal_function(Gen *gen, const char *name, LLVMTypeRef *params,
-                                      int num_params) {
+LLVMValueRef cpu_gemm_function_begin(Gen *gen, const char *name, LLVMTypeRef *params,
+                                     int num_params, const char *features) {
   LLVMValueRef fn = LLVMAddFunction(
       gen->module, name, LLVMFunctionType(gen->void_type, params, (unsigned)num_params, false));
   LLVMSetLinkage(fn, LLVMInternalLinkage);
-  const char *attributes[2] = {"noinline", "nounwind"};
-  for (int i = 0; i < 2; i++) {
-    unsigned kind = LLVMGetEnumAttributeKindForName(attributes[i], strlen(attributes[i]));
+  static const char *const attributes[] = {"noinline", "nounwind"};
+  gen_add_attributes(gen, fn, attributes, 2);
+  if (features) {
+    /* Added to the target CPU's own features for this function alone, so
+     * that a module for a CPU without them can hold it (it runs only where
+     * tfm_cpu_kernels says the CPU has them). */
+    const char *key = "target-features";
     LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateEnumAttribute(gen->context, kind, 0));
+                            LLVMCreateStringAttribute(gen->context, key, (unsigned)strlen(key),
+                                                      features, (unsigned)strlen(features)));
   }
   LLVMPositionBuilderAtEnd(gen->builder, LLVMAppendBasicBlockInContext(gen->context, fn, "entry"));
   return fn;
@@ -109,7 +114,7 @@ static LLVMValueRef emit_micro_kernel(Gen *gen, LLVMTypeRef t, const GemmGeometr
   LLVMTypeRef vt = LLVMVectorType(t, (unsigned)g->lanes);
   LLVMTypeRef vp = LLVMPointerType(vt, 0);
   LLVMTypeRef params[6] = {gen->i64, tp, tp, tp, gen->i64, gen->i1};
-  LLVMValueRef fn = internal_function(gen, name, params, 6);
+  LLVMValueRef fn = cpu_gemm_function_begin(gen, name, params, 6, NULL);
   LLVMValueRef kc = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bp = LLVMGetParam(fn, 2);
   LLVMValueRef c = LLVMGetParam(fn, 3), ldc = LLVMGetParam(fn, 4);
   int nv = g->nv, nr = nv * g->lanes;
@@ -406,7 +411,7 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
 
   LLVMTypeRef tp = LLVMPointerType(t, 0);
   LLVMTypeRef params[9] = {tp, tp, tp, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64};
-  LLVMValueRef fn = internal_function(gen, name, params, 9);
+  LLVMValueRef fn = cpu_gemm_function_begin(gen, name, params, 9, NULL);
   LLVMValueRef c = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bm = LLVMGetParam(fn, 2);
   LLVMValueRef m = LLVMGetParam(fn, 3), n = LLVMGetParam(fn, 4), k = LLVMGetParam(fn, 5);
   LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);
@@ -517,7 +522,7 @@ static LLVMValueRef emit_gemm_bf16(Gen *gen, bool ta, bool tb, const char *name)
 
   LLVMTypeRef hp = LLVMPointerType(gen->i16, 0), tp = LLVMPointerType(t, 0);
   LLVMTypeRef params[9] = {hp, hp, hp, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64};
-  LLVMValueRef fn = internal_function(gen, name, params, 9);
+  LLVMValueRef fn = cpu_gemm_function_begin(gen, name, params, 9, NULL);
   LLVMValueRef c = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bm = LLVMGetParam(fn, 2);
   LLVMValueRef m = LLVMGetParam(fn, 3), n = LLVMGetParam(fn, 4), k = LLVMGetParam(fn, 5);
   LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);

@@ -47,15 +47,8 @@ static void tile_load(Gen *gen, int t, LLVMValueRef base, LLVMValueRef stride_by
   tile_call(gen, "llvm.x86.tileloadd64", args, 3);
 }
 
-static LLVMValueRef emit_micro(Gen *gen) {
-  const char *name = "tfm_gemm_bf16_amx_micro";
-  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
-  if (fn)
-    return fn;
+static void emit_micro(Gen *gen, LLVMValueRef fn) {
   LLVMBuilderRef b = gen->builder;
-  LLVMTypeRef hp = LLVMPointerType(gen->i16, 0);
-  LLVMTypeRef params[4] = {gen->i64, hp, hp, LLVMPointerType(gen->f32, 0)};
-  fn = cpu_gemm_function_begin(gen, name, params, 4, cpu_amx_family.features);
   LLVMValueRef kp = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bp = LLVMGetParam(fn, 2);
   LLVMValueRef c = LLVMGetParam(fn, 3);
   for (int t = 0; t < 4; t++) {
@@ -88,7 +81,6 @@ static LLVMValueRef emit_micro(Gen *gen) {
     tile_call(gen, "llvm.x86.tilestored64", args, 3);
   }
   LLVMBuildRetVoid(b);
-  return fn;
 }
 
 const CpuPairFamily cpu_amx_family = {.name = "amx",

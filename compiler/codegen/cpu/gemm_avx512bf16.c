@@ -9,15 +9,8 @@
 
 enum { ROWS = 8 };
 
-static LLVMValueRef emit_micro(Gen *gen) {
-  const char *name = "tfm_gemm_bf16_avx512bf16_micro";
-  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
-  if (fn)
-    return fn;
+static void emit_micro(Gen *gen, LLVMValueRef fn) {
   LLVMBuilderRef b = gen->builder;
-  LLVMTypeRef hp = LLVMPointerType(gen->i16, 0);
-  LLVMTypeRef params[4] = {gen->i64, hp, hp, LLVMPointerType(gen->f32, 0)};
-  fn = cpu_gemm_function_begin(gen, name, params, 4, cpu_avx512bf16_family.features);
   LLVMValueRef kp = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bp = LLVMGetParam(fn, 2);
   LLVMValueRef c = LLVMGetParam(fn, 3);
   LLVMTypeRef acc_type = LLVMVectorType(gen->f32, 16), pair_type = LLVMVectorType(gen->i32, 16);
@@ -62,7 +55,6 @@ static LLVMValueRef emit_micro(Gen *gen) {
       LLVMSetAlignment(s, 4);
     }
   LLVMBuildRetVoid(b);
-  return fn;
 }
 
 const CpuPairFamily cpu_avx512bf16_family = {.name = "avx512bf16",

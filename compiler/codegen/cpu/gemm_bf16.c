@@ -84,23 +84,17 @@ static void emit_round_row(Gen *gen, LLVMValueRef from, LLVMValueRef to) {
   LLVMSetAlignment(out, 2);
 }
 
-LLVMValueRef cpu_gemm_function_begin(Gen *gen, const char *name, LLVMTypeRef *params,
-                                     int num_params, const char *features) {
-  LLVMValueRef fn = LLVMAddFunction(
-      gen->module, name, LLVMFunctionType(gen->void_type, params, (unsigned)num_params, false));
-  LLVMSetLinkage(fn, LLVMInternalLinkage);
-  static const char *const attributes[] = {"noinline", "nounwind"};
-  gen_add_attributes(gen, fn, attributes, 2);
-  if (features) {
-    /* Added to the target CPU's own features for this function alone, so
-     * that a module for a CPU without them can hold it (it runs only where
-     * tfm_cpu_kernels says the CPU has them). */
-    const char *key = "target-features";
-    LLVMAddAttributeAtIndex(fn, LLVMAttributeFunctionIndex,
-                            LLVMCreateStringAttribute(gen->context, key, (unsigned)strlen(key),
-                                                      features, (unsigned)strlen(features)));
-  }
-  LLVMPositionBuilderAtEnd(gen->builder, LLVMAppendBasicBlockInContext(gen->context, fn, "entry"));
+/* The family's micro-kernel tfm_gemm_bf16_FAMILY_micro, made at its first use. */
+static LLVMValueRef pair_micro(Gen *gen, const CpuPairFamily *family) {
+  char name[64];
+  snprintf(name, sizeof name, "tfm_gemm_bf16_%s_micro", family->name);
+  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
+  if (fn)
+    return fn;
+  LLVMTypeRef hp = LLVMPointerType(gen->i16, 0);
+  LLVMTypeRef params[4] = {gen->i64, hp, hp, LLVMPointerType(gen->f32, 0)};
+  fn = cpu_gemm_function_begin(gen, name, params, 4, family->features);
+  family->micro(gen, fn);
   return fn;
 }
 
@@ -109,7 +103,7 @@ LLVMValueRef cpu_gemm_function_begin(Gen *gen, const char *name, LLVMTypeRef *pa
 static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool ta, bool tb,
                                    const char *name) {
   LLVMBuilderRef b = gen->builder;
-  LLVMValueRef micro = family->micro(gen);
+  LLVMValueRef micro = pair_micro(gen, family);
   LLVMTypeRef hp = LLVMPointerType(gen->i16, 0);
   LLVMTypeRef params[9] = {hp, hp, hp, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64};
   LLVMValueRef fn = cpu_gemm_function_begin(gen, name, params, 9, family->features);
