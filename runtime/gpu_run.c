@@ -239,6 +239,16 @@ static void copy_links(const DeviceArena *a) {
   }
 }
 
+/* The update's copy i in arena a: a param (persistent, at c[0]) takes its
+ * new value (region c[1], offset c[2]), c[3] bytes. */
+static void update_copy(const tfm_gpu_program *p, const DeviceArena *a, int64_t i,
+                        tfm_device_ptr *dst, tfm_device_ptr *src, size_t *bytes) {
+  const int64_t *c = &p->copies[4 * i];
+  *dst = device_at(a, TFM_REGION_PERSISTENT, c[0]);
+  *src = device_at(a, c[1], c[2]);
+  *bytes = (size_t)c[3];
+}
+
 /* The parameters of every launch, packed one launch at a time. */
 typedef struct Packing {
   tfm_device_ptr *pointers;
@@ -317,10 +327,10 @@ static tfm_cuda_graph *step_graph(const tfm_gpu_program *p, GpuState *s, const D
   }
   packing_close(&k);
   for (int64_t i = 0; i < p->num_copies; i++) {
-    const int64_t *c = &p->copies[4 * i];
-    if (tfm_cuda_graph_add_copy(g, device_at(arena, TFM_REGION_PERSISTENT, c[0]),
-                                device_at(arena, c[1], c[2]), (size_t)c[3]))
-      refuse();
+    tfm_device_ptr dst, src;
+    size_t bytes;
+    update_copy(p, arena, i, &dst, &src, &bytes);
+    if (tfm_cuda_graph_add_copy(g, dst, src, bytes)) refuse();
   }
   if (tfm_cuda_graph_instantiate(g)) refuse();
   s->graph = g;
@@ -379,10 +389,10 @@ void tfm_gpu_update(const tfm_gpu_program *p, uint8_t *persistent, uint8_t *scra
    * goes over it, as on the CPU */
   upload_host_writes(arena, p, persistent);
   for (int64_t i = 0; i < p->num_copies; i++) {
-    const int64_t *c = &p->copies[4 * i];
-    if (tfm_cuda_copy(cuda, device_at(arena, TFM_REGION_PERSISTENT, c[0]),
-                      device_at(arena, c[1], c[2]), (size_t)c[3]))
-      refuse();
+    tfm_device_ptr dst, src;
+    size_t bytes;
+    update_copy(p, arena, i, &dst, &src, &bytes);
+    if (tfm_cuda_copy(cuda, dst, src, bytes)) refuse();
   }
   if (tfm_cuda_synchronize(cuda)) refuse();
   arena->device_newer = true;
