@@ -87,8 +87,6 @@ static void compiled_free(Compiled *c) {
   graph_free(c->graph);
 }
 
-/* Optimises, plans, compiles and writes the object of one graph (owns
- * c->lowered). Runs on its own thread: errors go to c->error, not diag. */
 static bool cpu_dispatching(const BuildOptions *b) {
   return !strcmp(b->cpu, "generic-dispatch");
 }
@@ -111,6 +109,8 @@ static bool compile_variants(Compiled *c, char *err, size_t err_size) {
   return true;
 }
 
+/* Optimises, plans, compiles and writes the object of one graph (owns
+ * c->lowered). Runs on its own thread: errors go to c->error, not diag. */
 static void compile_graph(Compiled *c) {
   char err[512];
   double start = now();

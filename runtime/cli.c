@@ -155,8 +155,10 @@ static const char usage[] =
     "  --timing           generate: print to stderr the time per new token\n"
     "  -h, --help         this help\n"
     "environment: TFM_THREADS (as --threads); TFM_CPU_KERNELS=amx|avx512bf16|avx2 forces\n"
-    "  the kernels of bf16 products (default: AMX tiles, else AVX512-BF16, else f32\n"
-    "  arithmetic on widened values, as the CPU allows; one it lacks is an error)\n";
+    "  the kernels of bf16 products (default: AMX tiles where the CPU has them, else\n"
+    "  f32 arithmetic on widened values; one the CPU lacks is an error);\n"
+    "  TFM_CPU_VARIANT=avx2|avx512|amx forces the code a binary built with tfmc build\n"
+    "  --cpu generic-dispatch runs (default: the best this machine runs; 'info' names it)\n";
 
 int cli_usage_error(const char *prog, const char *fmt, const char *arg) {
   fprintf(stderr, "%s: ", prog);
