@@ -14,7 +14,8 @@
  * the widening f32 path): C holds one rounding of an f32 sum, so elements agree to one
  * bf16 step, 2^-7 of sum_k |a||b| at most. The sizes cross the pair
  * families' blocks too: 512-column panels (n = 1030), 128-row blocks
- * (m = 129, 256, 450), k padded to a multiple of 32. */
+ * (m = 129, 256, 450), k blocks of 512 (k = 513, 515, 1030; the sums
+ * carried across blocks in f32), k padded to a multiple of 32. */
 #include <stdio.h>
 #include <string.h>
 

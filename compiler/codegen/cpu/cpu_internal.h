@@ -26,13 +26,14 @@ LLVMValueRef cpu_gemm_bf16_widen_function(Gen *gen, bool ta, bool tb);
 /* A family of bf16 GEMMs on pair dot products (gemm_bf16.c's driver):
  * `micro` emits the body of its micro-kernel (the driver makes the
  * function, once a module, with the family's features and the builder at
- * its entry) void (i64 kp, i16 *a, i16 *b, f32 *tile), which sets the
- * rows x 32 f32 tile (row stride 32) to the sums over kp (a multiple of
- * 32) of `rows` rows of packed A times two 16-column strips of B in the
- * pair layout (the second 16 kp elements on). Packed A: 16-row strips
- * (16 kp elements apart) of blocks of 16 rows x 32 k (512 elements); a
- * points at the tile's first row (element (r, p) of a 16-row strip at
- * (p / 32) 512 + 32 r + p % 32). */
+ * its entry) void (i64 kc, i64 kp, i16 *a, i16 *b, f32 *c, i64 ldc, i1
+ * accumulate), which sets the rows x 32 f32 block at c (row stride ldc
+ * elements) to (accumulate ? c : 0) plus the sums over kc (a multiple of
+ * 32) k steps of `rows` rows of packed A times two 16-column strips of B
+ * in the pair layout (the second kp * 16 elements on). Packed A: 16-row
+ * strips (kp * 16 elements apart) of blocks of 16 rows x 32 k (512
+ * elements); a points at the tile's first row at the block's first k step
+ * (element (r, p) of a 16-row strip at (p / 32) 512 + 32 r + p % 32). */
 typedef struct CpuPairFamily {
   const char *name;     /* in its functions' names */
   const char *features; /* the target features its functions add */

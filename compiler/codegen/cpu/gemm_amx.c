@@ -3,7 +3,8 @@
  * f32 micro tile in tiles 0-3 (2 x 2 of 16 x 16), A's 32 rows x 32 k in
  * tiles 4-5, B's 32 k x 32 columns (two strips, 16 pair rows of 16
  * columns) in tiles 6-7; each k step of 32 is four loads and four
- * products of 16 x 16 x 32.
+ * products of 16 x 16 x 32. C's tiles are loaded from the driver's f32
+ * block (or zeroed) before a k block and stored back after it.
  *
  * LLVM 14's tile intrinsics with immediate tile numbers: the driver loads
  * the configuration once (ldtilecfg) and releases the tiles (tilerelease)
@@ -47,20 +48,39 @@ static void tile_load(Gen *gen, int t, LLVMValueRef base, LLVMValueRef stride_by
   tile_call(gen, "llvm.x86.tileloadd64", args, 3);
 }
 
+/* C tile t: rows 16 (t / 2) on, columns 16 (t % 2) on. */
+static LLVMValueRef c_tile(Gen *gen, LLVMValueRef c, LLVMValueRef ldc, int t) {
+  LLVMValueRef at = gen_iadd(gen, LLVMBuildMul(gen->builder, gen_i64(gen, (t / 2) * 16), ldc, ""),
+                             gen_i64(gen, (t % 2) * 16));
+  return gen_element(gen, gen->f32, c, at);
+}
+
 static void emit_micro(Gen *gen, LLVMValueRef fn) {
   LLVMBuilderRef b = gen->builder;
-  LLVMValueRef kp = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bp = LLVMGetParam(fn, 2);
-  LLVMValueRef c = LLVMGetParam(fn, 3);
+  LLVMValueRef kc = LLVMGetParam(fn, 0), kp = LLVMGetParam(fn, 1), a = LLVMGetParam(fn, 2);
+  LLVMValueRef bp = LLVMGetParam(fn, 3), c = LLVMGetParam(fn, 4), ldc = LLVMGetParam(fn, 5);
+  LLVMValueRef c_stride = gen_imul(gen, ldc, 4);
+  LLVMBasicBlockRef load = LLVMAppendBasicBlockInContext(gen->context, fn, "load_c");
+  LLVMBasicBlockRef zero = LLVMAppendBasicBlockInContext(gen->context, fn, "zero_c");
+  LLVMBasicBlockRef steps = LLVMAppendBasicBlockInContext(gen->context, fn, "steps");
+  LLVMBuildCondBr(b, LLVMGetParam(fn, 6), load, zero);
+  LLVMPositionBuilderAtEnd(b, load);
+  for (int t = 0; t < 4; t++)
+    tile_load(gen, t, c_tile(gen, c, ldc, t), c_stride);
+  LLVMBuildBr(b, steps);
+  LLVMPositionBuilderAtEnd(b, zero);
   for (int t = 0; t < 4; t++) {
     LLVMValueRef number = tile_number(gen, t);
     tile_call(gen, "llvm.x86.tilezero", &number, 1);
   }
+  LLVMBuildBr(b, steps);
+  LLVMPositionBuilderAtEnd(b, steps);
   /* Both operands' tiles are 1 KiB blocks, 512 elements a k step. */
   LLVMValueRef a_second = gen_element(gen, gen->i16, a, gen_imul(gen, kp, 16));
   LLVMValueRef b_second = gen_element(gen, gen->i16, bp, gen_imul(gen, kp, 16));
   LLVMValueRef stride = gen_i64(gen, TILE_BYTES);
   GenLoop step;
-  gen_loop_begin(gen, &step, gen_i64(gen, 0), LLVMBuildSDiv(b, kp, gen_i64(gen, 32), ""));
+  gen_loop_begin(gen, &step, gen_i64(gen, 0), LLVMBuildSDiv(b, kc, gen_i64(gen, 32), ""));
   LLVMValueRef at = gen_imul(gen, step.index, 512);
   tile_load(gen, 4, gen_element(gen, gen->i16, a, at), stride);
   tile_load(gen, 5, gen_element(gen, gen->i16, a_second, at), stride);
@@ -73,11 +93,9 @@ static void emit_micro(Gen *gen, LLVMValueRef fn) {
     tile_call(gen, "llvm.x86.tdpbf16ps", args, 3);
   }
   gen_loop_end(gen, &step);
-  /* C tile t: rows 16 (t / 2) on, columns 16 (t % 2) on; 128 bytes a row. */
   for (int t = 0; t < 4; t++) {
-    LLVMValueRef corner = gen_element(gen, gen->f32, c, gen_i64(gen, (t / 2) * 16 * 32 + (t % 2) * 16));
-    LLVMValueRef args[3] = {tile_number(gen, t), LLVMBuildBitCast(b, corner, gen->ptr, ""),
-                            gen_i64(gen, 32 * 4)};
+    LLVMValueRef args[3] = {tile_number(gen, t),
+                            LLVMBuildBitCast(b, c_tile(gen, c, ldc, t), gen->ptr, ""), c_stride};
     tile_call(gen, "llvm.x86.tilestored64", args, 3);
   }
   LLVMBuildRetVoid(b);

@@ -18,7 +18,16 @@
  * memory not written) and their sums are not stored.
  *
  * Loops: NC-column panels of B packed once each, MC-row blocks of A packed
- * for each panel; then 32-column by MR-row micro tiles. The products use
+ * for each panel; then k blocks of KC, and in each 32-column by MR-row
+ * micro tiles that add the block's products to the panel's MC x NC f32
+ * sums in thread scratch (the micro-kernel's tiles or registers load them
+ * before the block and store them after); the sums are rounded into C once,
+ * after the last block. Each micro tile ran all of k before: at k = 2048
+ * its A rows and B columns (128 KiB each) came from L2 and L3 for every
+ * tile; a k block's B strip and A rows (16 KiB each) fit in L1 together.
+ * KC 256 against 512 and 1024: squares 1024-2048 3-5% faster on AMX, the
+ * gpt shapes level (bench/RESULTS.md, 2026-12-07).
+ * The products use
  * the instructions' own rounding (round to nearest, subnormal bf16 inputs
  * read as zero), so elements differ from the evaluator's by rounding
  * within tests/codegen's bound for dots. */
@@ -28,7 +37,7 @@
 #include "cpu_internal.h"
 #include "tfmrt.h"
 
-enum { PANEL_COLUMNS = 512, BLOCK_ROWS = 128, DEPTH_STEP = 32 };
+enum { PANEL_COLUMNS = 512, BLOCK_ROWS = 128, DEPTH_STEP = 32, DEPTH_BLOCK = 256 };
 
 static LLVMValueRef min64(Gen *gen, LLVMValueRef a, LLVMValueRef b) {
   LLVMBuilderRef bl = gen->builder;
@@ -92,8 +101,8 @@ static LLVMValueRef pair_micro(Gen *gen, const CpuPairFamily *family) {
   if (fn)
     return fn;
   LLVMTypeRef hp = LLVMPointerType(gen->i16, 0);
-  LLVMTypeRef params[4] = {gen->i64, hp, hp, LLVMPointerType(gen->f32, 0)};
-  fn = cpu_gemm_function_begin(gen, name, params, 4, family->features);
+  LLVMTypeRef params[7] = {gen->i64, gen->i64, hp, hp, LLVMPointerType(gen->f32, 0), gen->i64, gen->i1};
+  fn = cpu_gemm_function_begin(gen, name, params, 7, family->features);
   family->micro(gen, fn);
   return fn;
 }
@@ -114,15 +123,19 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
   /* k = 0 packs one step of zeros: C = 0. */
   LLVMValueRef kp = round_up(gen, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, k, one, ""), k,
                                                   one, ""), DEPTH_STEP);
-  LLVMValueRef bytes = gen_imul(gen, kp, (BLOCK_ROWS + PANEL_COLUMNS) * 2);
-  LLVMValueRef apack = LLVMBuildBitCast(b, thread_scratch(gen, bytes), hp, "");
+  LLVMValueRef bytes = gen_iadd(gen, gen_imul(gen, kp, (BLOCK_ROWS + PANEL_COLUMNS) * 2),
+                                gen_i64(gen, BLOCK_ROWS * PANEL_COLUMNS * 4));
+  LLVMValueRef scratch = thread_scratch(gen, bytes);
+  /* The f32 sums first: 64-byte aligned as the scratch is, for the tiles. */
+  LLVMValueRef sums = LLVMBuildBitCast(b, scratch, LLVMPointerType(gen->f32, 0), "");
+  LLVMValueRef apack = gen_element(gen, gen->i16, LLVMBuildBitCast(b, scratch, hp, ""),
+                                   gen_i64(gen, BLOCK_ROWS * PANEL_COLUMNS * 2));
   LLVMValueRef bpack = gen_element(gen, gen->i16, apack, gen_imul(gen, kp, BLOCK_ROWS));
-  LLVMValueRef tile = gen_entry_alloca(gen, LLVMArrayType(gen->f32, (unsigned)(family->rows * 32)), "tile");
-  tile = LLVMBuildBitCast(b, tile, LLVMPointerType(gen->f32, 0), "");
+  LLVMValueRef panel = gen_i64(gen, PANEL_COLUMNS);
   if (family->begin)
     family->begin(gen);
 
-  GenLoop jc, ic, jr, ir, r, j;
+  GenLoop jc, ic, pc, jr, ir, r;
   stride_loop_begin(gen, &jc, n, PANEL_COLUMNS);
   LLVMValueRef nc = min64(gen, gen_i64(gen, PANEL_COLUMNS), LLVMBuildSub(b, n, jc.index, ""));
   /* B(p, j) at p * sp + j * sq */
@@ -135,46 +148,43 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
   LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
   cpu_pack_bf16(gen, apack, gen_element(gen, gen->i16, a, LLVMBuildMul(b, ic.index, asq, "")), k, kp,
             mc, round_up(gen, mc, 32), asp, asq, !ta, false);
+  stride_loop_begin(gen, &pc, kp, DEPTH_BLOCK);
+  LLVMValueRef kc = min64(gen, gen_i64(gen, DEPTH_BLOCK), LLVMBuildSub(b, kp, pc.index, ""));
+  /* Both layouts hold a strip's k steps of 32 in 512-element blocks. */
+  LLVMValueRef k_offset = gen_imul(gen, pc.index, 16);
+  LLVMValueRef accumulate = LLVMBuildICmp(b, LLVMIntSGT, pc.index, gen_i64(gen, 0), "");
   stride_loop_begin(gen, &jr, nc, 32);
-  LLVMValueRef cols = min64(gen, gen_i64(gen, 32), LLVMBuildSub(b, nc, jr.index, ""));
   stride_loop_begin(gen, &ir, mc, family->rows);
-  LLVMValueRef rows = min64(gen, gen_i64(gen, family->rows), LLVMBuildSub(b, mc, ir.index, ""));
   /* The micro tile's first row: its strip, and its row in the strip. */
   LLVMValueRef arow = gen_iadd(gen, LLVMBuildMul(b, LLVMBuildAnd(b, ir.index, gen_i64(gen, -16), ""), kp, ""),
                                gen_imul(gen, LLVMBuildAnd(b, ir.index, gen_i64(gen, 15), ""), 32));
-  LLVMValueRef call[4] = {kp, gen_element(gen, gen->i16, apack, arow),
-                          gen_element(gen, gen->i16, bpack, LLVMBuildMul(b, jr.index, kp, "")),
-                          tile};
-  LLVMBuildCall2(b, LLVMGlobalGetValueType(micro), micro, call, 4, "");
-  /* The tile's sums, rounded once into C: a tile of whole rows with
-   * vcvtne2ps2bf16, a row's 32 sums at once; a part of one element by
-   * element (gen_bf16_narrow). */
-  LLVMValueRef corner = gen_element(
-      gen, gen->i16, c,
-      gen_iadd(gen, LLVMBuildMul(b, gen_iadd(gen, ic.index, ir.index), ldc, ""),
-               gen_iadd(gen, jc.index, jr.index)));
-  LLVMBasicBlockRef whole = LLVMAppendBasicBlockInContext(gen->context, fn, "whole_rows");
-  LLVMBasicBlockRef part = LLVMAppendBasicBlockInContext(gen->context, fn, "part_rows");
-  LLVMBasicBlockRef stored = LLVMAppendBasicBlockInContext(gen->context, fn, "stored");
-  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, cols, gen_i64(gen, 32), ""), whole, part);
-  LLVMPositionBuilderAtEnd(b, whole);
-  gen_loop_begin(gen, &r, gen_i64(gen, 0), rows);
-  emit_round_row(gen, gen_element(gen, gen->f32, tile, gen_imul(gen, r.index, 32)),
-                 gen_element(gen, gen->i16, corner, LLVMBuildMul(b, r.index, ldc, "")));
-  gen_loop_end(gen, &r);
-  LLVMBuildBr(b, stored);
-  LLVMPositionBuilderAtEnd(b, part);
-  gen_loop_begin(gen, &r, gen_i64(gen, 0), rows);
-  gen_loop_begin(gen, &j, gen_i64(gen, 0), cols);
-  LLVMValueRef v = gen_load_at(gen, gen->f32, tile, gen_iadd(gen, gen_imul(gen, r.index, 32), j.index));
-  gen_store_value(gen, GRAPH_BF16, v,
-                  gen_element(gen, gen->i16, corner, gen_iadd(gen, LLVMBuildMul(b, r.index, ldc, ""), j.index)));
-  gen_loop_end(gen, &j);
-  gen_loop_end(gen, &r);
-  LLVMBuildBr(b, stored);
-  LLVMPositionBuilderAtEnd(b, stored);
+  LLVMValueRef call[7] = {
+      kc, kp, gen_element(gen, gen->i16, apack, gen_iadd(gen, arow, k_offset)),
+      gen_element(gen, gen->i16, bpack, gen_iadd(gen, LLVMBuildMul(b, jr.index, kp, ""), k_offset)),
+      gen_element(gen, gen->f32, sums, gen_iadd(gen, gen_imul(gen, ir.index, PANEL_COLUMNS), jr.index)),
+      panel, accumulate};
+  LLVMBuildCall2(b, LLVMGlobalGetValueType(micro), micro, call, 7, "");
   stride_loop_end(gen, &ir);
   stride_loop_end(gen, &jr);
+  stride_loop_end(gen, &pc);
+  /* The block's sums, rounded once into C: 32 columns of a row at once
+   * with vcvtne2ps2bf16, the panel's last columns when fewer element by
+   * element (gen_bf16_narrow). */
+  LLVMValueRef whole = LLVMBuildAnd(b, nc, gen_i64(gen, -32), "");
+  gen_loop_begin(gen, &r, gen_i64(gen, 0), mc);
+  LLVMValueRef from = gen_element(gen, gen->f32, sums, gen_imul(gen, r.index, PANEL_COLUMNS));
+  LLVMValueRef to = gen_element(gen, gen->i16, c,
+                                gen_iadd(gen, LLVMBuildMul(b, gen_iadd(gen, ic.index, r.index), ldc, ""),
+                                         jc.index));
+  stride_loop_begin(gen, &jr, whole, 32);
+  emit_round_row(gen, gen_element(gen, gen->f32, from, jr.index), gen_element(gen, gen->i16, to, jr.index));
+  stride_loop_end(gen, &jr);
+  GenLoop j;
+  gen_loop_begin(gen, &j, whole, nc);
+  gen_store_value(gen, GRAPH_BF16, gen_load_at(gen, gen->f32, from, j.index),
+                  gen_element(gen, gen->i16, to, j.index));
+  gen_loop_end(gen, &j);
+  gen_loop_end(gen, &r);
   stride_loop_end(gen, &ic);
   stride_loop_end(gen, &jc);
   if (family->end)

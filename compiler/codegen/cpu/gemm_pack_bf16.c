@@ -3,8 +3,9 @@
  * Element by element, with its index arithmetic, packing took more time
  * than the AMX products of a 2048 GEMM; so the common cases move whole
  * vectors: A's rows 32 k at a time (64 bytes, one block row), B's rows two
- * at a time interleaved into pair rows, a transposed A's the same way into
- * its rows' pairs, a transposed B's pairs as 32-bit values. What is left
+ * at a time interleaved into pair rows, a transposed A's the same way and
+ * then transposed in registers 16 rows at a time, a transposed B's pairs
+ * as 32-bit values. What is left
  * (k past those, rows or columns past whole strips) goes element by
  * element. */
 #include "cpu_internal.h"
@@ -101,14 +102,15 @@ static LLVMValueRef pack_a_rows(Gen *gen, LLVMValueRef dst, const Source *s, LLV
  * 64 bytes apart. Covers p < k rounded down to even, q < count rounded
  * down to 16. */
 static void pack_row_pairs(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValueRef kp,
-                           LLVMValueRef pairs, LLVMValueRef strips, bool b_pairs) {
+                           LLVMValueRef first_pair, LLVMValueRef pairs, LLVMValueRef strips,
+                           bool b_pairs) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef vt = LLVMVectorType(gen->i16, 16);
   LLVMValueRef mask[32];
   for (int i = 0; i < 32; i++)
     mask[i] = gen_i32(gen, (i % 2) * 16 + i / 2); /* row p's element j, then row p + 1's */
   GenLoop r, strip;
-  gen_loop_begin(gen, &r, gen_i64(gen, 0), pairs);
+  gen_loop_begin(gen, &r, first_pair, pairs);
   gen_loop_begin(gen, &strip, gen_i64(gen, 0), strips);
   LLVMValueRef p = gen_imul(gen, r.index, 2), q = gen_imul(gen, strip.index, 16);
   LLVMValueRef first = load_vector(gen, vt, source_at(gen, s, p, q), 2);
@@ -127,6 +129,63 @@ static void pack_row_pairs(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValu
   }
   gen_loop_end(gen, &strip);
   gen_loop_end(gen, &r);
+}
+
+/* The 16 x 16 transpose of 32-bit lanes: t[j] lane i = m[i] lane j, as
+ * four rounds of swapping the off-diagonal d x d blocks (d = 8, 4, 2, 1) of
+ * every 2d x 2d block, each row a two-source shuffle. */
+static void transpose16(Gen *gen, LLVMValueRef m[16]) {
+  for (int d = 8; d >= 1; d /= 2) {
+    LLVMValueRef low[16], high[16];
+    for (int j = 0; j < 16; j++) {
+      bool upper = j & d;
+      low[j] = gen_i32(gen, upper ? 16 + j - d : j);   /* row i: its own, then row i + d's */
+      high[j] = gen_i32(gen, upper ? 16 + j : j + d);  /* row i + d: row i's, then its own */
+    }
+    LLVMValueRef low_mask = LLVMConstVector(low, 16), high_mask = LLVMConstVector(high, 16);
+    for (int i = 0; i < 16; i++) {
+      if (i & d)
+        continue;
+      LLVMValueRef x = m[i], y = m[i + d];
+      m[i] = LLVMBuildShuffleVector(gen->builder, x, y, low_mask, "");
+      m[i + d] = LLVMBuildShuffleVector(gen->builder, x, y, high_mask, "");
+    }
+  }
+}
+
+/* A transposed (its rows q contiguous, k strided): blocks of 32 k x 16
+ * rows, each k pair's two rows interleaved into 16 pairs (a 32-bit lane a
+ * row), the 16 x 16 pairs transposed in registers, and each row's 32 k
+ * stored as one 64-byte block row. Pair by pair, 16 scalar stores 64 bytes
+ * apart, this packing took as long as the AMX products of the weight
+ * gradients' tn GEMMs (k = 2048). Covers p < blocks * 32, q < strips * 16. */
+static void pack_a_transposed(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValueRef kp,
+                              LLVMValueRef blocks, LLVMValueRef strips) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef vt = LLVMVectorType(gen->i16, 16), pairs_type = LLVMVectorType(gen->i32, 16);
+  LLVMValueRef mask[32];
+  for (int i = 0; i < 32; i++)
+    mask[i] = gen_i32(gen, (i % 2) * 16 + i / 2); /* row p's element j, then row p + 1's */
+  LLVMValueRef interleave = LLVMConstVector(mask, 32);
+  GenLoop block, strip;
+  gen_loop_begin(gen, &block, gen_i64(gen, 0), blocks);
+  gen_loop_begin(gen, &strip, gen_i64(gen, 0), strips);
+  LLVMValueRef p0 = gen_imul(gen, block.index, 32), q = gen_imul(gen, strip.index, 16);
+  LLVMValueRef m[16];
+  for (int i = 0; i < 16; i++) {
+    LLVMValueRef p = gen_iadd(gen, p0, gen_i64(gen, 2 * i));
+    LLVMValueRef first = load_vector(gen, vt, source_at(gen, s, p, q), 2);
+    LLVMValueRef second = load_vector(gen, vt, source_at(gen, s, gen_iadd(gen, p, gen_i64(gen, 1)), q), 2);
+    m[i] = LLVMBuildBitCast(b, LLVMBuildShuffleVector(b, first, second, interleave, ""), pairs_type, "");
+  }
+  transpose16(gen, m);
+  for (int j = 0; j < 16; j++)
+    store_vector(gen, m[j],
+                 gen_element(gen, gen->i16, dst,
+                             packed_index(gen, p0, gen_iadd(gen, q, gen_i64(gen, j)), kp, false)),
+                 64);
+  gen_loop_end(gen, &strip);
+  gen_loop_end(gen, &block);
 }
 
 /* B with k contiguous (transposed): each column's pairs as 32-bit copies,
@@ -156,8 +215,12 @@ void cpu_pack_bf16(Gen *gen, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef k,
     LLVMValueRef done = pack_a_rows(gen, dst, &s, k, kp, padded);
     pack_elements(gen, dst, &s, kp, done, k, zero, padded, true, false);
   } else if (!p_contiguous) {
-    LLVMValueRef whole = and64(gen, count, -16);
-    pack_row_pairs(gen, dst, &s, kp, shr64(gen, k, 1), shr64(gen, whole, 4), pairs);
+    LLVMValueRef whole = and64(gen, count, -16), first_pair = zero;
+    if (!pairs) {
+      pack_a_transposed(gen, dst, &s, kp, shr64(gen, k, 5), shr64(gen, whole, 4));
+      first_pair = gen_imul(gen, shr64(gen, k, 5), 16);
+    }
+    pack_row_pairs(gen, dst, &s, kp, first_pair, shr64(gen, k, 1), shr64(gen, whole, 4), pairs);
     pack_elements(gen, dst, &s, kp, zero, even, whole, padded, false, pairs);
     pack_elements(gen, dst, &s, kp, even, k, zero, padded, false, pairs);
   } else {
