@@ -21,8 +21,8 @@
  * for each panel; then k blocks of KC, and in each 32-column by MR-row
  * micro tiles that add the block's products to the panel's MC x NC f32
  * sums in thread scratch (the micro-kernel's tiles or registers load them
- * before the block and store them after); the sums are rounded into C once,
- * after the last block. Each micro tile ran all of k before: at k = 2048
+ * before the block and store them after); a micro tile's sums are rounded
+ * into C once, right after its last block. Each micro tile ran all of k before: at k = 2048
  * its A rows and B columns (128 KiB each) came from L2 and L3 for every
  * tile; a k block's B strip and A rows (16 KiB each) fit in L1 together.
  * KC 256 against 512 and 1024: squares 1024-2048 3-5% faster on AMX, the
@@ -164,27 +164,45 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
       gen_element(gen, gen->f32, sums, gen_iadd(gen, gen_imul(gen, ir.index, PANEL_COLUMNS), jr.index)),
       panel, accumulate};
   LLVMBuildCall2(b, LLVMGlobalGetValueType(micro), micro, call, 7, "");
+  /* After the last k block the micro tile's sums, still in L1, are rounded
+   * once into C: 32 columns of a row at once with vcvtne2ps2bf16, the
+   * panel's last columns (fewer than 32) element by element
+   * (gen_bf16_narrow). Rounding the whole block after its last k block,
+   * from L2, took 40% of an nn GEMM's own (not the micro-kernel's) time. */
+  LLVMBasicBlockRef round = LLVMAppendBasicBlockInContext(gen->context, fn, "round");
+  LLVMBasicBlockRef whole = LLVMAppendBasicBlockInContext(gen->context, fn, "whole_rows");
+  LLVMBasicBlockRef part = LLVMAppendBasicBlockInContext(gen->context, fn, "part_rows");
+  LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next_tile");
+  LLVMValueRef last = LLVMBuildICmp(b, LLVMIntSGE, gen_iadd(gen, pc.index, gen_i64(gen, DEPTH_BLOCK)), kp, "");
+  LLVMBuildCondBr(b, last, round, next);
+  LLVMPositionBuilderAtEnd(b, round);
+  LLVMValueRef rows = min64(gen, gen_i64(gen, family->rows), LLVMBuildSub(b, mc, ir.index, ""));
+  LLVMValueRef cols = min64(gen, gen_i64(gen, 32), LLVMBuildSub(b, nc, jr.index, ""));
+  LLVMValueRef from = call[4];
+  LLVMValueRef to = gen_element(
+      gen, gen->i16, c,
+      gen_iadd(gen, LLVMBuildMul(b, gen_iadd(gen, ic.index, ir.index), ldc, ""), gen_iadd(gen, jc.index, jr.index)));
+  LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, cols, gen_i64(gen, 32), ""), whole, part);
+  LLVMPositionBuilderAtEnd(b, whole);
+  gen_loop_begin(gen, &r, gen_i64(gen, 0), rows);
+  emit_round_row(gen, gen_element(gen, gen->f32, from, gen_imul(gen, r.index, PANEL_COLUMNS)),
+                 gen_element(gen, gen->i16, to, LLVMBuildMul(b, r.index, ldc, "")));
+  gen_loop_end(gen, &r);
+  LLVMBuildBr(b, next);
+  LLVMPositionBuilderAtEnd(b, part);
+  GenLoop j;
+  gen_loop_begin(gen, &r, gen_i64(gen, 0), rows);
+  gen_loop_begin(gen, &j, gen_i64(gen, 0), cols);
+  gen_store_value(gen, GRAPH_BF16,
+                  gen_load_at(gen, gen->f32, from, gen_iadd(gen, gen_imul(gen, r.index, PANEL_COLUMNS), j.index)),
+                  gen_element(gen, gen->i16, to, gen_iadd(gen, LLVMBuildMul(b, r.index, ldc, ""), j.index)));
+  gen_loop_end(gen, &j);
+  gen_loop_end(gen, &r);
+  LLVMBuildBr(b, next);
+  LLVMPositionBuilderAtEnd(b, next);
   stride_loop_end(gen, &ir);
   stride_loop_end(gen, &jr);
   stride_loop_end(gen, &pc);
-  /* The block's sums, rounded once into C: 32 columns of a row at once
-   * with vcvtne2ps2bf16, the panel's last columns when fewer element by
-   * element (gen_bf16_narrow). */
-  LLVMValueRef whole = LLVMBuildAnd(b, nc, gen_i64(gen, -32), "");
-  gen_loop_begin(gen, &r, gen_i64(gen, 0), mc);
-  LLVMValueRef from = gen_element(gen, gen->f32, sums, gen_imul(gen, r.index, PANEL_COLUMNS));
-  LLVMValueRef to = gen_element(gen, gen->i16, c,
-                                gen_iadd(gen, LLVMBuildMul(b, gen_iadd(gen, ic.index, r.index), ldc, ""),
-                                         jc.index));
-  stride_loop_begin(gen, &jr, whole, 32);
-  emit_round_row(gen, gen_element(gen, gen->f32, from, jr.index), gen_element(gen, gen->i16, to, jr.index));
-  stride_loop_end(gen, &jr);
-  GenLoop j;
-  gen_loop_begin(gen, &j, whole, nc);
-  gen_store_value(gen, GRAPH_BF16, gen_load_at(gen, gen->f32, from, j.index),
-                  gen_element(gen, gen->i16, to, j.index));
-  gen_loop_end(gen, &j);
-  gen_loop_end(gen, &r);
   stride_loop_end(gen, &ic);
   stride_loop_end(gen, &jc);
   if (family->end)

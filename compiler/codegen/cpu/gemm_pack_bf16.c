@@ -5,7 +5,7 @@
  * vectors: A's rows 32 k at a time (64 bytes, one block row), B's rows two
  * at a time interleaved into pair rows, a transposed A's the same way and
  * then transposed in registers 16 rows at a time, a transposed B's pairs
- * as 32-bit values. What is left
+ * transposed in registers 16 columns at a time. What is left
  * (k past those, rows or columns past whole strips) goes element by
  * element. */
 #include "cpu_internal.h"
@@ -153,14 +153,17 @@ static void transpose16(Gen *gen, LLVMValueRef m[16]) {
   }
 }
 
-/* A transposed (its rows q contiguous, k strided): blocks of 32 k x 16
- * rows, each k pair's two rows interleaved into 16 pairs (a 32-bit lane a
- * row), the 16 x 16 pairs transposed in registers, and each row's 32 k
- * stored as one 64-byte block row. Pair by pair, 16 scalar stores 64 bytes
- * apart, this packing took as long as the AMX products of the weight
- * gradients' tn GEMMs (k = 2048). Covers p < blocks * 32, q < strips * 16. */
-static void pack_a_transposed(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValueRef kp,
-                              LLVMValueRef blocks, LLVMValueRef strips) {
+/* Blocks of 32 k x 16 of q through the 16 x 16 register transpose of
+ * 32-bit k pairs: a transposed A (its rows q contiguous, k strided), each
+ * k pair's two rows interleaved into 16 pairs (a 32-bit lane a row), the
+ * block stored as 16 rows of 32 k (one 64-byte block row each); or a
+ * transposed B (k contiguous), each column's 16 pairs loaded at once, the
+ * block stored as 16 pair rows. Pair by pair, with 16 scalar stores 64
+ * bytes apart (A) or a 32-bit copy a pair (B), this packing took as long
+ * as the AMX products of a step's tn (k = 2048) and nt GEMMs. Covers
+ * p < blocks * 32, q < strips * 16. */
+static void pack_transposed(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValueRef kp,
+                            LLVMValueRef blocks, LLVMValueRef strips, bool pairs) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef vt = LLVMVectorType(gen->i16, 16), pairs_type = LLVMVectorType(gen->i32, 16);
   LLVMValueRef mask[32];
@@ -173,30 +176,34 @@ static void pack_a_transposed(Gen *gen, LLVMValueRef dst, const Source *s, LLVMV
   LLVMValueRef p0 = gen_imul(gen, block.index, 32), q = gen_imul(gen, strip.index, 16);
   LLVMValueRef m[16];
   for (int i = 0; i < 16; i++) {
+    if (pairs) { /* column q + i's 16 pairs */
+      m[i] = load_vector(gen, pairs_type, source_at(gen, s, p0, gen_iadd(gen, q, gen_i64(gen, i))), 2);
+      continue;
+    }
     LLVMValueRef p = gen_iadd(gen, p0, gen_i64(gen, 2 * i));
     LLVMValueRef first = load_vector(gen, vt, source_at(gen, s, p, q), 2);
     LLVMValueRef second = load_vector(gen, vt, source_at(gen, s, gen_iadd(gen, p, gen_i64(gen, 1)), q), 2);
     m[i] = LLVMBuildBitCast(b, LLVMBuildShuffleVector(b, first, second, interleave, ""), pairs_type, "");
   }
   transpose16(gen, m);
-  for (int j = 0; j < 16; j++)
-    store_vector(gen, m[j],
-                 gen_element(gen, gen->i16, dst,
-                             packed_index(gen, p0, gen_iadd(gen, q, gen_i64(gen, j)), kp, false)),
-                 64);
+  for (int j = 0; j < 16; j++) {
+    LLVMValueRef p = pairs ? gen_iadd(gen, p0, gen_i64(gen, 2 * j)) : p0;
+    LLVMValueRef at = pairs ? q : gen_iadd(gen, q, gen_i64(gen, j));
+    store_vector(gen, m[j], gen_element(gen, gen->i16, dst, packed_index(gen, p, at, kp, pairs)), 64);
+  }
   gen_loop_end(gen, &strip);
   gen_loop_end(gen, &block);
 }
 
-/* B with k contiguous (transposed): each column's pairs as 32-bit copies,
- * p < k rounded down to even. */
+/* B with k contiguous (transposed): columns [q0, q1)'s pairs [r0, r1) as
+ * 32-bit copies. */
 static void pack_b_columns(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValueRef kp,
-                           LLVMValueRef pairs, LLVMValueRef padded) {
+                           LLVMValueRef q0, LLVMValueRef q1, LLVMValueRef r0, LLVMValueRef r1) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef i32p = LLVMPointerType(gen->i32, 0);
   GenLoop q, r;
-  gen_loop_begin(gen, &q, gen_i64(gen, 0), padded);
-  gen_loop_begin(gen, &r, gen_i64(gen, 0), pairs);
+  gen_loop_begin(gen, &q, q0, q1);
+  gen_loop_begin(gen, &r, r0, r1);
   LLVMValueRef p = gen_imul(gen, r.index, 2);
   LLVMValueRef x = LLVMBuildLoad2(b, gen->i32, LLVMBuildBitCast(b, source_at(gen, s, p, q.index), i32p, ""), "");
   LLVMSetAlignment(x, 2);
@@ -217,14 +224,19 @@ void cpu_pack_bf16(Gen *gen, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef k,
   } else if (!p_contiguous) {
     LLVMValueRef whole = and64(gen, count, -16), first_pair = zero;
     if (!pairs) {
-      pack_a_transposed(gen, dst, &s, kp, shr64(gen, k, 5), shr64(gen, whole, 4));
+      pack_transposed(gen, dst, &s, kp, shr64(gen, k, 5), shr64(gen, whole, 4), false);
       first_pair = gen_imul(gen, shr64(gen, k, 5), 16);
     }
     pack_row_pairs(gen, dst, &s, kp, first_pair, shr64(gen, k, 1), shr64(gen, whole, 4), pairs);
     pack_elements(gen, dst, &s, kp, zero, even, whole, padded, false, pairs);
     pack_elements(gen, dst, &s, kp, even, k, zero, padded, false, pairs);
   } else {
-    pack_b_columns(gen, dst, &s, kp, shr64(gen, k, 1), padded);
+    /* Whole strips and 32-k blocks transposed in registers; the strips'
+     * last pairs, then the columns past them, pair by pair. */
+    LLVMValueRef whole = and64(gen, count, -16), blocks = shr64(gen, k, 5);
+    pack_transposed(gen, dst, &s, kp, blocks, shr64(gen, whole, 4), true);
+    pack_b_columns(gen, dst, &s, kp, zero, whole, gen_imul(gen, blocks, 16), shr64(gen, k, 1));
+    pack_b_columns(gen, dst, &s, kp, whole, padded, zero, shr64(gen, k, 1));
     pack_elements(gen, dst, &s, kp, even, k, zero, padded, true, true);
   }
   /* k's padding: zeros (a copy of a real value times zero could be NaN). */
