@@ -7,7 +7,10 @@
  * comparing distances (ties to the even one) rather than by the
  * add-0x7fff trick the compiler and the evaluator use: ties, the values
  * next to ties, signed zeros, subnormals, the overflow to infinity,
- * infinities, quiet and signalling NaNs, and random bit patterns. Then
+ * infinities, quiet and signalling NaNs, and random bit patterns; compiled
+ * for a CPU without AVX512-BF16 (the kernels' integer rounding) and for
+ * this one (on AVX512-BF16, vcvtneps2bf16, which flushes f32 subnormals to
+ * zero, so there all patterns but those). Then
  * bf16 graphs (elementwise chains, row and column reductions, dots with k
  * across the GEMM's k blocks) compiled against the evaluator, which rounds
  * at the same points. */
@@ -131,24 +134,35 @@ static Graph *rounding_graph(GraphId *x, GraphId *y) {
   return g;
 }
 
+static bool is_subnormal(uint32_t u) { return (u & 0x7f800000u) == 0 && (u & 0x007fffffu) != 0; }
+
 /* Compiled narrowing, widening and arithmetic, bit for bit (tolerance 0
  * makes the harness compare bf16 buffers by their bits), with the
- * evaluator's narrowing checked against the reference on the same run. */
-static void compiled_rounding(void) {
+ * evaluator's narrowing checked against the reference on the same run;
+ * for `cpu` (NULL: native). With normal_only, each subnormal pattern is
+ * made normal first (its exponent's lowest bit set): on a CPU with
+ * AVX512-BF16 the kernels round with vcvtneps2bf16 (cpu/bf16_convert.c),
+ * which reads an f32 subnormal as zero where the evaluator rounds it. */
+static void compiled_rounding(const char *cpu, bool normal_only) {
+  uint32_t xs[NUM_BITS], ys[NUM_BITS];
+  for (int i = 0; i < NUM_BITS; i++)
+    xs[i] = normal_only && is_subnormal(patterns[i]) ? patterns[i] | 0x00800000u : patterns[i];
   GraphId x, y;
   Graph *g = rounding_graph(&x, &y);
   EvalValues *ref = cg_reference(g, GRAPH_F32, 7);
-  set_bits(ref, x, patterns, NUM_BITS);
-  uint32_t ys[NUM_BITS];
+  set_bits(ref, x, xs, NUM_BITS);
   for (int i = 0; i < NUM_BITS; i++)
-    ys[i] = (uint32_t)reference_bf16(patterns[(i * 7) % NUM_BITS]) << 16;
+    ys[i] = (uint32_t)reference_bf16(xs[(i * 7) % NUM_BITS]) << 16;
   set_bits(ref, y, ys, NUM_BITS);
-  CgRunOptions options = {.steps = 1, .tolerance = 0};
-  cg_run("bf16 narrow, widen, arithmetic (bits)", g, ref, &options);
+  CgRunOptions options = {.steps = 1, .tolerance = 0, .cpu = cpu};
+  char name[96];
+  snprintf(name, sizeof name, "bf16 narrow, widen, arithmetic (bits), %s%s", cpu ? cpu : "native",
+           normal_only ? ", subnormals made normal" : "");
+  cg_run(name, g, ref, &options);
   GraphId narrow = graph_find_output(g, "narrow");
   int bad = 0;
   for (int i = 0; i < NUM_BITS; i++)
-    if (bits_of((float)eval_get(ref, narrow, i)) >> 16 != reference_bf16(patterns[i]))
+    if (bits_of((float)eval_get(ref, narrow, i)) >> 16 != reference_bf16(xs[i]))
       bad++;
   CG_CHECK(bad == 0);
   eval_free(ref);
@@ -318,7 +332,10 @@ int main(void) {
   cg_start("codegen_bf16");
   make_patterns();
   evaluator_rounding();
-  compiled_rounding();
+  /* The integer rounding (no AVX512-BF16 in x86-64-v4) on every pattern;
+   * native code, on a CPU with AVX512-BF16, on all but the subnormals. */
+  compiled_rounding("x86-64-v4", false);
+  compiled_rounding(NULL, __builtin_cpu_supports("avx512bf16"));
   dots();
   reductions();
   softmax();

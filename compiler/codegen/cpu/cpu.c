@@ -96,6 +96,20 @@ static void prefer_full_vectors(LLVMModuleRef module, int bits) {
                                                         sizeof value - 1));
 }
 
+/* Whether the target converts f32 to bf16 in one instruction
+ * (AVX512-BF16): the host's features for "native", the named features (the
+ * dispatching build's amx variant), or one of LLVM 14's CPUs that have it. */
+static bool has_bf16_convert(const char *cpu, const char *named_features) {
+  if (!cpu || strcmp(cpu, "native") == 0) {
+    char *features = LLVMGetHostCPUFeatures();
+    bool has = features && strstr(features, "+avx512bf16");
+    LLVMDisposeMessage(features);
+    return has;
+  }
+  return (named_features && strstr(named_features, "+avx512bf16")) ||
+         strcmp(cpu, "cooperlake") == 0 || strcmp(cpu, "sapphirerapids") == 0;
+}
+
 CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *err,
                        size_t err_size) {
   CpuModule *m = calloc(1, sizeof *m);
@@ -127,6 +141,11 @@ CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *
              .vector_bits = vector_bits(options ? options->cpu : NULL)};
   gen.builder = LLVMCreateBuilderInContext(m->context);
   gen_init_types(&gen);
+  /* The CPU's own kernels only: a module of the GPU's kernels run on the
+   * CPU (ptx/serial.c) rounds as the GPU does. */
+  if (gen.target == &cpu_target &&
+      has_bf16_convert(options ? options->cpu : NULL, options ? options->features : NULL))
+    cpu_bf16_convert_begin(&gen);
   bool ok = gen_emit_module(&gen);
   LLVMDisposeBuilder(gen.builder);
   gen_free_tables(&gen);
@@ -135,7 +154,8 @@ CpuModule *cpu_compile(const KernelPlan *plan, const CpuOptions *options, char *
   else
     prefer_full_vectors(m->module, gen.vector_bits);
   ok = ok && gen_verify(m->module, err, err_size) &&
-       gen_optimize(m->module, m->machine, err, err_size);
+       gen_optimize(m->module, m->machine, err, err_size) &&
+       cpu_bf16_convert_inline(m->module, m->machine, err, err_size);
   if (!ok) {
     cpu_module_free(m);
     return NULL;

@@ -2,6 +2,8 @@
 #ifndef TFM_CPU_INTERNAL_H
 #define TFM_CPU_INTERNAL_H
 
+#include <llvm-c/TargetMachine.h>
+
 #include "cpu.h"
 #include "gen.h"
 
@@ -51,6 +53,14 @@ extern const CpuPairFamily cpu_avx512bf16_family; /* gemm_avx512bf16.c */
 void cpu_pack_bf16(Gen *gen, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef k, LLVMValueRef kp,
                    LLVMValueRef count, LLVMValueRef padded, LLVMValueRef sp, LLVMValueRef sq,
                    bool p_contiguous, bool pairs);
+/* bf16_convert.c: on a CPU with AVX512-BF16, the functions through which
+ * the module's kernels round f32 to bf16 (gen->bf16_round_fn and
+ * bf16_narrow_fn), made before the kernels; and, after the optimisation
+ * that vectorized the loops calling them, their inlining (true when the
+ * module has none). */
+void cpu_bf16_convert_begin(Gen *gen);
+bool cpu_bf16_convert_inline(LLVMModuleRef module, LLVMTargetMachineRef machine, char *err,
+                             size_t err_size);
 /* gemm.c: a new internal, noinline function void name(params) with the builder at
  * its entry, adding `features` (NULL: none) to the target's. */
 LLVMValueRef cpu_gemm_function_begin(Gen *gen, const char *name, LLVMTypeRef *params,

@@ -1,4 +1,5 @@
 /* Small builders over the LLVM C API that every kind of kernel uses. */
+#include <llvm-c/DebugInfo.h> /* LLVMTemporaryMDNode */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,11 +43,26 @@ static LLVMValueRef bf16_rounded_bits(Gen *gen, LLVMValueRef x) {
   return LLVMBuildSelect(b, nan, quiet, rounded, "");
 }
 
+/* A call of fn carrying fn's function attributes' "vector-function-abi-
+ * variant": LLVM 14's vectorizer reads it from the call, not the callee. */
+static LLVMValueRef call_conversion(Gen *gen, LLVMValueRef fn, LLVMValueRef x) {
+  LLVMValueRef call = LLVMBuildCall2(gen->builder, LLVMGlobalGetValueType(fn), fn, &x, 1, "");
+  static const char key[] = "vector-function-abi-variant";
+  LLVMAttributeRef variants = LLVMGetStringAttributeAtIndex(fn, LLVMAttributeFunctionIndex, key, sizeof key - 1);
+  if (variants)
+    LLVMAddCallSiteAttribute(call, LLVMAttributeFunctionIndex, variants);
+  return call;
+}
+
 LLVMValueRef gen_bf16_round(Gen *gen, LLVMValueRef x) {
+  if (gen->bf16_round_fn)
+    return call_conversion(gen, gen->bf16_round_fn, x);
   return LLVMBuildBitCast(gen->builder, bf16_rounded_bits(gen, x), gen->f32, "");
 }
 
 LLVMValueRef gen_bf16_narrow(Gen *gen, LLVMValueRef x) {
+  if (gen->bf16_narrow_fn)
+    return call_conversion(gen, gen->bf16_narrow_fn, x);
   LLVMBuilderRef b = gen->builder;
   return LLVMBuildTrunc(b, LLVMBuildLShr(b, bf16_rounded_bits(gen, x), gen_i32(gen, 16), ""),
                         gen->i16, "");
@@ -116,11 +132,27 @@ void gen_loop_begin(Gen *gen, GenLoop *loop, LLVMValueRef begin, LLVMValueRef en
   loop->index = i;
 }
 
-void gen_loop_end(Gen *gen, GenLoop *loop) {
+void gen_loop_end(Gen *gen, GenLoop *loop) { gen_loop_end_interleaved(gen, loop, 1); }
+
+void gen_loop_end_interleaved(Gen *gen, GenLoop *loop, unsigned count) {
   LLVMBuilderRef b = gen->builder;
   LLVMValueRef next = LLVMBuildAdd(b, loop->index, gen_i64(gen, 1), "");
   LLVMBuildStore(b, next, loop->counter);
-  LLVMBuildBr(b, loop->header);
+  LLVMValueRef back = LLVMBuildBr(b, loop->header);
+  if (count > 1) {
+    /* The loop's ID: a distinct node whose first operand is itself, then
+     * the hint (LLVM's LangRef, "llvm.loop"). */
+    LLVMContextRef c = gen->context;
+    LLVMMetadataRef hint[2] = {
+        LLVMMDStringInContext2(c, "llvm.loop.interleave.count", strlen("llvm.loop.interleave.count")),
+        LLVMValueAsMetadata(LLVMConstInt(gen->i32, count, false))};
+    LLVMMetadataRef self = LLVMTemporaryMDNode(c, NULL, 0);
+    LLVMMetadataRef operands[2] = {self, LLVMMDNodeInContext2(c, hint, 2)};
+    LLVMMetadataRef id = LLVMMDNodeInContext2(c, operands, 2);
+    LLVMMetadataReplaceAllUsesWith(self, id);
+    LLVMSetMetadata(back, LLVMGetMDKindIDInContext(c, "llvm.loop", strlen("llvm.loop")),
+                    LLVMMetadataAsValue(c, id));
+  }
   LLVMPositionBuilderAtEnd(b, loop->exit);
 }
 

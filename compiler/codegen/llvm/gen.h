@@ -27,6 +27,10 @@ typedef struct Gen {
   LLVMValueRef *functions;     /* one per plan function */
   LLVMValueRef *constant_data; /* per node: global of a non-splat constant */
   int vector_bits;             /* of the machine's widest float vectors: 512, 256, or 0 (none) */
+  /* NULL, or functions gen_bf16_round and gen_bf16_narrow call instead of
+   * their integer sequence: float -> float, float -> i16 (the CPU's
+   * AVX512-BF16 instruction, cpu/bf16_convert.c) */
+  LLVMValueRef bf16_round_fn, bf16_narrow_fn;
 } Gen;
 
 /* A counted loop [begin, end) whose counter lives in an alloca (mem2reg
@@ -41,7 +45,8 @@ LLVMTypeRef gen_type(const Gen *gen, GraphDtype dtype);
 /* The type it is stored in (bf16: i16, the high half of an f32). */
 LLVMTypeRef gen_storage_type(const Gen *gen, GraphDtype dtype);
 /* bf16 conversions: widen (exact), round an f32 to the nearest bf16 value
- * (ties to even, NaN stays NaN) as f32, narrow to the i16 bits so rounded. */
+ * (ties to even, NaN stays NaN) as f32, narrow to the i16 bits so rounded;
+ * through gen->bf16_round_fn / bf16_narrow_fn where the target gives them. */
 LLVMValueRef gen_bf16_widen(Gen *gen, LLVMValueRef bits);
 LLVMValueRef gen_bf16_round(Gen *gen, LLVMValueRef x);
 LLVMValueRef gen_bf16_narrow(Gen *gen, LLVMValueRef x);
@@ -57,6 +62,9 @@ LLVMValueRef gen_constant(const Gen *gen, GraphDtype dtype, double value);
 LLVMValueRef gen_entry_alloca(Gen *gen, LLVMTypeRef type, const char *name);
 void gen_loop_begin(Gen *gen, GenLoop *loop, LLVMValueRef begin, LLVMValueRef end);
 void gen_loop_end(Gen *gen, GenLoop *loop);
+/* The same, asking LLVM's vectorizer to interleave `count` iterations of
+ * its vectors (independent chains that hide each other's latency). */
+void gen_loop_end_interleaved(Gen *gen, GenLoop *loop, unsigned count);
 
 /* x y + z as llvm.fmuladd at the operands' type (scalar or vector): one
  * rounding where the target has FMA (half the instructions of a multiply
