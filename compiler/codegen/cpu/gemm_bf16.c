@@ -22,15 +22,15 @@
  * micro tiles that add the block's products to the panel's MC x NC f32
  * sums in thread scratch (the micro-kernel's tiles or registers load them
  * before the block and store them after); a micro tile's sums are rounded
- * into C once, right after its last block. Each micro tile ran all of k before: at k = 2048
- * its A rows and B columns (128 KiB each) came from L2 and L3 for every
- * tile; a k block's B strip and A rows (16 KiB each) fit in L1 together.
- * KC 256 against 512 and 1024: squares 1024-2048 3-5% faster on AMX, the
- * gpt shapes level (bench/RESULTS.md, 2026-12-07).
- * The products use
- * the instructions' own rounding (round to nearest, subnormal bf16 inputs
- * read as zero), so elements differ from the evaluator's by rounding
- * within tests/codegen's bound for dots. */
+ * into C once, right after its last block. When each micro tile ran all of
+ * k, at k = 2048 its A rows and B columns (128 KiB each) came from L2 and
+ * L3 for every tile; a k block's B strip and A rows (16 KiB each) fit in
+ * L1 together. KC 256 against 512 and 1024: squares 1024-2048 3-5% faster
+ * on AMX, the gpt shapes level (bench/RESULTS.md, 2026-12-07).
+ *
+ * The products use the instructions' own rounding (round to nearest,
+ * subnormal bf16 inputs read as zero), so elements differ from the
+ * evaluator's by rounding within tests/codegen's bound for dots. */
 #include <stdio.h>
 #include <string.h>
 
