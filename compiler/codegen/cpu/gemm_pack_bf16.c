@@ -96,6 +96,15 @@ static LLVMValueRef pack_a_rows(Gen *gen, LLVMValueRef dst, const Source *s, LLV
   return gen_imul(gen, whole, 32);
 }
 
+/* Two rows of 16 bf16 (k steps p and p + 1) as their 16 pairs: row p's
+ * element j, then row p + 1's, for j = 0 .. 15. */
+static LLVMValueRef interleave_rows(Gen *gen, LLVMValueRef first, LLVMValueRef second) {
+  LLVMValueRef mask[32];
+  for (int i = 0; i < 32; i++)
+    mask[i] = gen_i32(gen, (i % 2) * 16 + i / 2);
+  return LLVMBuildShuffleVector(gen->builder, first, second, LLVMConstVector(mask, 32), "");
+}
+
 /* An operand whose q is contiguous, rows p and p + 1 of each whole
  * 16-wide strip of q interleaved into 16 pairs: B's pair row, stored
  * whole; or (a transposed A) the 16 rows' pairs, stored as 32-bit values
@@ -106,16 +115,13 @@ static void pack_row_pairs(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValu
                            bool b_pairs) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef vt = LLVMVectorType(gen->i16, 16);
-  LLVMValueRef mask[32];
-  for (int i = 0; i < 32; i++)
-    mask[i] = gen_i32(gen, (i % 2) * 16 + i / 2); /* row p's element j, then row p + 1's */
   GenLoop r, strip;
   gen_loop_begin(gen, &r, first_pair, pairs);
   gen_loop_begin(gen, &strip, gen_i64(gen, 0), strips);
   LLVMValueRef p = gen_imul(gen, r.index, 2), q = gen_imul(gen, strip.index, 16);
   LLVMValueRef first = load_vector(gen, vt, source_at(gen, s, p, q), 2);
   LLVMValueRef second = load_vector(gen, vt, source_at(gen, s, gen_iadd(gen, p, gen_i64(gen, 1)), q), 2);
-  LLVMValueRef row = LLVMBuildShuffleVector(b, first, second, LLVMConstVector(mask, 32), "");
+  LLVMValueRef row = interleave_rows(gen, first, second);
   LLVMValueRef to = gen_element(gen, gen->i16, dst, packed_index(gen, p, q, kp, b_pairs));
   if (b_pairs) {
     store_vector(gen, row, to, 64);
@@ -131,28 +137,6 @@ static void pack_row_pairs(Gen *gen, LLVMValueRef dst, const Source *s, LLVMValu
   gen_loop_end(gen, &r);
 }
 
-/* The 16 x 16 transpose of 32-bit lanes: t[j] lane i = m[i] lane j, as
- * four rounds of swapping the off-diagonal d x d blocks (d = 8, 4, 2, 1) of
- * every 2d x 2d block, each row a two-source shuffle. */
-static void transpose16(Gen *gen, LLVMValueRef m[16]) {
-  for (int d = 8; d >= 1; d /= 2) {
-    LLVMValueRef low[16], high[16];
-    for (int j = 0; j < 16; j++) {
-      bool upper = j & d;
-      low[j] = gen_i32(gen, upper ? 16 + j - d : j);   /* row i: its own, then row i + d's */
-      high[j] = gen_i32(gen, upper ? 16 + j : j + d);  /* row i + d: row i's, then its own */
-    }
-    LLVMValueRef low_mask = LLVMConstVector(low, 16), high_mask = LLVMConstVector(high, 16);
-    for (int i = 0; i < 16; i++) {
-      if (i & d)
-        continue;
-      LLVMValueRef x = m[i], y = m[i + d];
-      m[i] = LLVMBuildShuffleVector(gen->builder, x, y, low_mask, "");
-      m[i + d] = LLVMBuildShuffleVector(gen->builder, x, y, high_mask, "");
-    }
-  }
-}
-
 /* Blocks of 32 k x 16 of q through the 16 x 16 register transpose of
  * 32-bit k pairs: a transposed A (its rows q contiguous, k strided), each
  * k pair's two rows interleaved into 16 pairs (a 32-bit lane a row), the
@@ -166,10 +150,6 @@ static void pack_transposed(Gen *gen, LLVMValueRef dst, const Source *s, LLVMVal
                             LLVMValueRef blocks, LLVMValueRef strips, bool pairs) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef vt = LLVMVectorType(gen->i16, 16), pairs_type = LLVMVectorType(gen->i32, 16);
-  LLVMValueRef mask[32];
-  for (int i = 0; i < 32; i++)
-    mask[i] = gen_i32(gen, (i % 2) * 16 + i / 2); /* row p's element j, then row p + 1's */
-  LLVMValueRef interleave = LLVMConstVector(mask, 32);
   GenLoop block, strip;
   gen_loop_begin(gen, &block, gen_i64(gen, 0), blocks);
   gen_loop_begin(gen, &strip, gen_i64(gen, 0), strips);
@@ -183,9 +163,9 @@ static void pack_transposed(Gen *gen, LLVMValueRef dst, const Source *s, LLVMVal
     LLVMValueRef p = gen_iadd(gen, p0, gen_i64(gen, 2 * i));
     LLVMValueRef first = load_vector(gen, vt, source_at(gen, s, p, q), 2);
     LLVMValueRef second = load_vector(gen, vt, source_at(gen, s, gen_iadd(gen, p, gen_i64(gen, 1)), q), 2);
-    m[i] = LLVMBuildBitCast(b, LLVMBuildShuffleVector(b, first, second, interleave, ""), pairs_type, "");
+    m[i] = LLVMBuildBitCast(b, interleave_rows(gen, first, second), pairs_type, "");
   }
-  transpose16(gen, m);
+  gen_transpose_square(gen, m, 16);
   for (int j = 0; j < 16; j++) {
     LLVMValueRef p = pairs ? gen_iadd(gen, p0, gen_i64(gen, 2 * j)) : p0;
     LLVMValueRef at = pairs ? q : gen_iadd(gen, q, gen_i64(gen, j));

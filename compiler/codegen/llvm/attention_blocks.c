@@ -362,25 +362,6 @@ LLVMValueRef att_block_max(Att *a, LLVMValueRef s) {
              : m;
 }
 
-/* v[0..n) (n vectors of n lanes, n a power of two) transposed in place:
- * one stage per bit of the index swaps that bit of the row with the same
- * bit of the lane, one shuffle a row a stage. */
-static void transpose_square(Att *a, LLVMValueRef *v, int n) {
-  for (int bit = 1; bit < n; bit *= 2) {
-    LLVMValueRef low[32], high[32];
-    for (int l = 0; l < n; l++) {
-      low[l] = gen_i32(a->gen, l & bit ? n + l - bit : l);
-      high[l] = gen_i32(a->gen, l & bit ? n + l : l + bit);
-    }
-    for (int r = 0; r < n; r++) {
-      if (r & bit) continue;
-      LLVMValueRef x = v[r], y = v[r + bit];
-      v[r] = LLVMBuildShuffleVector(a->b, x, y, LLVMConstVector(low, (unsigned)n), "");
-      v[r + bit] = LLVMBuildShuffleVector(a->b, x, y, LLVMConstVector(high, (unsigned)n), "");
-    }
-  }
-}
-
 /* Where block_dots' operand holds element h of the other side's row u:
  * blocks of BLOCK rows one after the other, each its len elements' rows of
  * BLOCK lanes, so that a block's loads stream through consecutive lines
@@ -429,7 +410,7 @@ void att_transpose_rows(Att *a, LLVMValueRef src, int64_t rows, int64_t len, LLV
       for (int r = 0; r < w; r++)
         v[r] = att_load_w(a, src, att_iadd(a, att_imul(a, att_iadd(a, u0, att_i64c(a, r)), len), h0), w);
     }
-    transpose_square(a, v, w);
+    gen_transpose_square(a->gen, v, w);
     for (int r = 0; r < w; r++)
       att_store_w(a, v[r], dst, transposed_at(a, u0, att_iadd(a, h0, att_i64c(a, r)), len), w);
     gen_loop_end(a->gen, &h);

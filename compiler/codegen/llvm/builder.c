@@ -177,6 +177,22 @@ LLVMValueRef gen_splat(Gen *gen, LLVMValueRef x, unsigned lanes) {
   return LLVMBuildShuffleVector(gen->builder, v, LLVMGetUndef(vt), zeros, "");
 }
 
+void gen_transpose_square(Gen *gen, LLVMValueRef *v, int n) {
+  for (int bit = 1; bit < n; bit *= 2) {
+    LLVMValueRef low[32], high[32];
+    for (int l = 0; l < n; l++) {
+      low[l] = gen_i32(gen, l & bit ? n + l - bit : l);
+      high[l] = gen_i32(gen, l & bit ? n + l : l + bit);
+    }
+    for (int r = 0; r < n; r++) {
+      if (r & bit) continue;
+      LLVMValueRef x = v[r], y = v[r + bit];
+      v[r] = LLVMBuildShuffleVector(gen->builder, x, y, LLVMConstVector(low, (unsigned)n), "");
+      v[r + bit] = LLVMBuildShuffleVector(gen->builder, x, y, LLVMConstVector(high, (unsigned)n), "");
+    }
+  }
+}
+
 LLVMValueRef gen_lane_sum(Gen *gen, LLVMValueRef v) {
   LLVMBuilderRef b = gen->builder;
   if (LLVMGetTypeKind(LLVMTypeOf(v)) != LLVMVectorTypeKind) return v;

@@ -74,6 +74,10 @@ LLVMValueRef gen_fmuladd(Gen *gen, LLVMValueRef x, LLVMValueRef y, LLVMValueRef 
 LLVMValueRef gen_splat(Gen *gen, LLVMValueRef x, unsigned lanes);
 /* The sum of a vector's lanes, halves added pairwise (a scalar is itself). */
 LLVMValueRef gen_lane_sum(Gen *gen, LLVMValueRef v);
+/* v[0..n) (n vectors of n lanes, n a power of two, at most 32) transposed
+ * in place: one stage per bit of the index swaps that bit of the row with
+ * the same bit of the lane, one two-source shuffle a row a stage. */
+void gen_transpose_square(Gen *gen, LLVMValueRef *v, int n);
 /* Calls an overloaded intrinsic such as "llvm.sqrt" at `type`. */
 LLVMValueRef gen_intrinsic(Gen *gen, const char *name, LLVMTypeRef *types, int num_types,
                            LLVMValueRef *args, int num_args);
