@@ -61,6 +61,14 @@ void cpu_pack_bf16(Gen *gen, LLVMValueRef dst, LLVMValueRef src, LLVMValueRef k,
 void cpu_bf16_convert_begin(Gen *gen);
 bool cpu_bf16_convert_inline(LLVMModuleRef module, LLVMTargetMachineRef machine, char *err,
                              size_t err_size);
+/* gemm.c, for every GEMM of this folder: the smaller of two i64; a counted
+ * loop over begin, begin + step, ... < end (loop->index is the element, not
+ * the count; end it with cpu_step_loop_end); a call of the runtime's
+ * tfm_thread_scratch(bytes), the calling thread's scratch. */
+LLVMValueRef cpu_min64(Gen *gen, LLVMValueRef a, LLVMValueRef b);
+void cpu_step_loop_begin(Gen *gen, GenLoop *loop, LLVMValueRef end, int64_t step);
+void cpu_step_loop_end(Gen *gen, GenLoop *loop);
+LLVMValueRef cpu_thread_scratch(Gen *gen, LLVMValueRef bytes);
 /* gemm.c: a new internal, noinline function void name(params) with the builder at
  * its entry, adding `features` (NULL: none) to the target's. */
 LLVMValueRef cpu_gemm_function_begin(Gen *gen, const char *name, LLVMTypeRef *params,

@@ -63,20 +63,19 @@ static LLVMValueRef mul(Gen *gen, LLVMValueRef a, LLVMValueRef b) {
   return LLVMBuildMul(gen->builder, a, b, "");
 }
 
-static LLVMValueRef min64(Gen *gen, LLVMValueRef a, LLVMValueRef b) {
+LLVMValueRef cpu_min64(Gen *gen, LLVMValueRef a, LLVMValueRef b) {
   LLVMBuilderRef bl = gen->builder;
   return LLVMBuildSelect(bl, LLVMBuildICmp(bl, LLVMIntSLT, a, b, ""), a, b, "");
 }
 
-/* A counted loop begin, begin + step, ... < end. */
-static void step_loop_begin(Gen *gen, GenLoop *loop, LLVMValueRef end, int64_t step) {
+void cpu_step_loop_begin(Gen *gen, GenLoop *loop, LLVMValueRef end, int64_t step) {
   LLVMValueRef count = LLVMBuildSDiv(gen->builder, add(gen, end, gen_i64(gen, step - 1)),
                                      gen_i64(gen, step), "");
   gen_loop_begin(gen, loop, gen_i64(gen, 0), count);
   loop->index = mul(gen, loop->index, gen_i64(gen, step));
 }
 
-static void step_loop_end(Gen *gen, GenLoop *loop) {
+void cpu_step_loop_end(Gen *gen, GenLoop *loop) {
   /* gen_loop_end adds 1 to the index it holds: give it the counter back. */
   loop->index = LLVMBuildLoad2(gen->builder, gen->i64, loop->counter, "");
   gen_loop_end(gen, loop);
@@ -356,8 +355,8 @@ static LLVMValueRef begin_k_blocks(Gen *gen, GenLoop *pc, LLVMValueRef k, int64_
   LLVMValueRef zero = gen_i64(gen, 0);
   LLVMValueRef end = LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, k, zero, ""), k,
                                      gen_i64(gen, 1), "");
-  step_loop_begin(gen, pc, end, kc_max);
-  LLVMValueRef kc = min64(gen, gen_i64(gen, kc_max), LLVMBuildSub(b, k, pc->index, ""));
+  cpu_step_loop_begin(gen, pc, end, kc_max);
+  LLVMValueRef kc = cpu_min64(gen, gen_i64(gen, kc_max), LLVMBuildSub(b, k, pc->index, ""));
   *accumulate = LLVMBuildICmp(b, LLVMIntSGT, pc->index, zero, "");
   return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, kc, zero, ""), kc, zero, "");
 }
@@ -375,14 +374,13 @@ static void emit_copy_block(Gen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValue
   gen_loop_end(gen, &r);
 }
 
-static LLVMValueRef declare_scratch(Gen *gen) {
+LLVMValueRef cpu_thread_scratch(Gen *gen, LLVMValueRef bytes) {
   const char *name = "tfm_thread_scratch";
+  LLVMTypeRef type = LLVMFunctionType(gen->ptr, &gen->i64, 1, false);
   LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
-  if (!fn) {
-    LLVMTypeRef params[1] = {gen->i64};
-    fn = LLVMAddFunction(gen->module, name, LLVMFunctionType(gen->ptr, params, 1, false));
-  }
-  return fn;
+  if (!fn)
+    fn = LLVMAddFunction(gen->module, name, type);
+  return LLVMBuildCall2(gen->builder, type, fn, &bytes, 1, "scratch");
 }
 
 /* The module's micro-kernel of `rows` rows (g->mr, or a third or two
@@ -418,25 +416,23 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   LLVMValueRef one = gen_i64(gen, 1);
 
   int64_t size = element_bytes(gen, t);
-  LLVMValueRef scratch_fn = declare_scratch(gen);
   LLVMValueRef bytes = gen_i64(gen, (g.mc * g.kc + g.kc * g.nc) * size);
-  LLVMValueRef scratch = LLVMBuildCall2(b, LLVMGlobalGetValueType(scratch_fn), scratch_fn, &bytes,
-                                        1, "scratch");
+  LLVMValueRef scratch = cpu_thread_scratch(gen, bytes);
   LLVMValueRef apack = LLVMBuildBitCast(b, scratch, tp, "");
   LLVMValueRef bpack = gen_element(gen, t, apack, gen_i64(gen, g.mc * g.kc));
   LLVMValueRef tile = gen_entry_alloca(gen, LLVMArrayType(t, (unsigned)(g.mr * nr)), "tile");
   tile = LLVMBuildBitCast(b, tile, tp, "");
 
   GenLoop jc, pc, ic, jr, ir;
-  step_loop_begin(gen, &jc, n, g.nc);
-  LLVMValueRef nc = min64(gen, gen_i64(gen, g.nc), LLVMBuildSub(b, n, jc.index, ""));
+  cpu_step_loop_begin(gen, &jc, n, g.nc);
+  LLVMValueRef nc = cpu_min64(gen, gen_i64(gen, g.nc), LLVMBuildSub(b, n, jc.index, ""));
   LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, g.kc, &accumulate);
   /* B block (pc.., jc..): B(p, j) at p*sp + j*sq. */
   LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
   LLVMValueRef bsrc = gen_element(gen, t, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
   emit_pack(gen, t, bpack, bsrc, kc, nc, bsp, bsq, (int)nr, !tb, false);
-  step_loop_begin(gen, &ic, m, g.mc);
-  LLVMValueRef mc = min64(gen, gen_i64(gen, g.mc), LLVMBuildSub(b, m, ic.index, ""));
+  cpu_step_loop_begin(gen, &ic, m, g.mc);
+  LLVMValueRef mc = cpu_min64(gen, gen_i64(gen, g.mc), LLVMBuildSub(b, m, ic.index, ""));
   /* A block (ic.., pc..): A(i, p) at p*sp + i*sq. */
   LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
   LLVMValueRef asrc = gen_element(gen, t, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
@@ -445,11 +441,11 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
    * MR rows were lda apart: at lda = 1024 or 2048 f32 all of them fall in
    * one L1 set, where they evicted each other and the B micro-panel. */
   emit_pack(gen, t, apack, asrc, kc, mc, asp, asq, g.mr, ta, false);
-  step_loop_begin(gen, &jr, nc, nr);
-  LLVMValueRef cols = min64(gen, gen_i64(gen, nr), LLVMBuildSub(b, nc, jr.index, ""));
+  cpu_step_loop_begin(gen, &jr, nc, nr);
+  LLVMValueRef cols = cpu_min64(gen, gen_i64(gen, nr), LLVMBuildSub(b, nc, jr.index, ""));
   LLVMValueRef bsliver = gen_element(gen, t, bpack, mul(gen, jr.index, kc));
-  step_loop_begin(gen, &ir, mc, g.mr);
-  LLVMValueRef rows = min64(gen, gen_i64(gen, g.mr), LLVMBuildSub(b, mc, ir.index, ""));
+  cpu_step_loop_begin(gen, &ir, mc, g.mr);
+  LLVMValueRef rows = cpu_min64(gen, gen_i64(gen, g.mr), LLVMBuildSub(b, mc, ir.index, ""));
   LLVMValueRef asliver = gen_element(gen, t, apack, mul(gen, ir.index, kc));
   LLVMValueRef ct = gen_element(
       gen, t, c, add(gen, mul(gen, add(gen, ic.index, ir.index), ldc), add(gen, jc.index, jr.index)));
@@ -492,11 +488,11 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   emit_copy_block(gen, t, ct, ldc, tile, NR, rows, cols);
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, next);
-  step_loop_end(gen, &ir);
-  step_loop_end(gen, &jr);
-  step_loop_end(gen, &ic);
-  step_loop_end(gen, &pc);
-  step_loop_end(gen, &jc);
+  cpu_step_loop_end(gen, &ir);
+  cpu_step_loop_end(gen, &jr);
+  cpu_step_loop_end(gen, &ic);
+  cpu_step_loop_end(gen, &pc);
+  cpu_step_loop_end(gen, &jc);
   LLVMBuildRetVoid(b);
   if (saved)
     LLVMPositionBuilderAtEnd(b, saved);
@@ -528,20 +524,18 @@ static LLVMValueRef emit_gemm_bf16(Gen *gen, bool ta, bool tb, const char *name)
   LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);
   LLVMValueRef one = gen_i64(gen, 1);
 
-  LLVMValueRef scratch_fn = declare_scratch(gen);
   LLVMValueRef bytes = gen_i64(gen, (g.mc * g.kc + g.kc * g.nc + g.mc * g.nc) * 4);
-  LLVMValueRef scratch = LLVMBuildCall2(b, LLVMGlobalGetValueType(scratch_fn), scratch_fn, &bytes,
-                                        1, "scratch");
+  LLVMValueRef scratch = cpu_thread_scratch(gen, bytes);
   LLVMValueRef apack = LLVMBuildBitCast(b, scratch, tp, "");
   LLVMValueRef bpack = gen_element(gen, t, apack, gen_i64(gen, g.mc * g.kc));
   LLVMValueRef cblock = gen_element(gen, t, bpack, gen_i64(gen, g.kc * g.nc));
   LLVMValueRef NC = gen_i64(gen, g.nc);
 
   GenLoop jc, ic, pc, jr, ir, r, j;
-  step_loop_begin(gen, &jc, n, g.nc);
-  LLVMValueRef nc = min64(gen, gen_i64(gen, g.nc), LLVMBuildSub(b, n, jc.index, ""));
-  step_loop_begin(gen, &ic, m, g.mc);
-  LLVMValueRef mc = min64(gen, gen_i64(gen, g.mc), LLVMBuildSub(b, m, ic.index, ""));
+  cpu_step_loop_begin(gen, &jc, n, g.nc);
+  LLVMValueRef nc = cpu_min64(gen, gen_i64(gen, g.nc), LLVMBuildSub(b, n, jc.index, ""));
+  cpu_step_loop_begin(gen, &ic, m, g.mc);
+  LLVMValueRef mc = cpu_min64(gen, gen_i64(gen, g.mc), LLVMBuildSub(b, m, ic.index, ""));
   LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, g.kc, &accumulate);
   LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
   LLVMValueRef bsrc = gen_element(gen, gen->i16, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
@@ -549,16 +543,16 @@ static LLVMValueRef emit_gemm_bf16(Gen *gen, bool ta, bool tb, const char *name)
   LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
   LLVMValueRef asrc = gen_element(gen, gen->i16, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
   emit_pack(gen, t, apack, asrc, kc, mc, asp, asq, g.mr, ta, true);
-  step_loop_begin(gen, &jr, nc, nr);
+  cpu_step_loop_begin(gen, &jr, nc, nr);
   LLVMValueRef bsliver = gen_element(gen, t, bpack, mul(gen, jr.index, kc));
-  step_loop_begin(gen, &ir, mc, g.mr);
+  cpu_step_loop_begin(gen, &ir, mc, g.mr);
   LLVMValueRef asliver = gen_element(gen, t, apack, mul(gen, ir.index, kc));
   LLVMValueRef ct = gen_element(gen, t, cblock, add(gen, mul(gen, ir.index, NC), jr.index));
   LLVMValueRef call[6] = {kc, asliver, bsliver, ct, NC, accumulate};
   LLVMBuildCall2(b, micro_type, micro, call, 6, "");
-  step_loop_end(gen, &ir);
-  step_loop_end(gen, &jr);
-  step_loop_end(gen, &pc);
+  cpu_step_loop_end(gen, &ir);
+  cpu_step_loop_end(gen, &jr);
+  cpu_step_loop_end(gen, &pc);
   /* The block's sums, rounded once. */
   gen_loop_begin(gen, &r, gen_i64(gen, 0), mc);
   gen_loop_begin(gen, &j, gen_i64(gen, 0), nc);
@@ -568,8 +562,8 @@ static LLVMValueRef emit_gemm_bf16(Gen *gen, bool ta, bool tb, const char *name)
   gen_store_value(gen, GRAPH_BF16, v, to);
   gen_loop_end(gen, &j);
   gen_loop_end(gen, &r);
-  step_loop_end(gen, &ic);
-  step_loop_end(gen, &jc);
+  cpu_step_loop_end(gen, &ic);
+  cpu_step_loop_end(gen, &jc);
   LLVMBuildRetVoid(b);
   if (saved)
     LLVMPositionBuilderAtEnd(b, saved);

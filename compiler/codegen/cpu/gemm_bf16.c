@@ -39,36 +39,9 @@
 
 enum { PANEL_COLUMNS = 512, BLOCK_ROWS = 128, DEPTH_STEP = 32, DEPTH_BLOCK = 256 };
 
-static LLVMValueRef min64(Gen *gen, LLVMValueRef a, LLVMValueRef b) {
-  LLVMBuilderRef bl = gen->builder;
-  return LLVMBuildSelect(bl, LLVMBuildICmp(bl, LLVMIntSLT, a, b, ""), a, b, "");
-}
-
 static LLVMValueRef round_up(Gen *gen, LLVMValueRef x, int64_t step) {
   LLVMBuilderRef b = gen->builder;
   return LLVMBuildAnd(b, LLVMBuildAdd(b, x, gen_i64(gen, step - 1), ""), gen_i64(gen, -step), "");
-}
-
-/* A loop begin, begin + step, ... < end (index: the element, not the count). */
-static void stride_loop_begin(Gen *gen, GenLoop *loop, LLVMValueRef end, int64_t step) {
-  LLVMValueRef count = LLVMBuildSDiv(gen->builder, gen_iadd(gen, end, gen_i64(gen, step - 1)),
-                                     gen_i64(gen, step), "");
-  gen_loop_begin(gen, loop, gen_i64(gen, 0), count);
-  loop->index = gen_imul(gen, loop->index, step);
-}
-
-static void stride_loop_end(Gen *gen, GenLoop *loop) {
-  loop->index = LLVMBuildLoad2(gen->builder, gen->i64, loop->counter, "");
-  gen_loop_end(gen, loop);
-}
-
-static LLVMValueRef thread_scratch(Gen *gen, LLVMValueRef bytes) {
-  const char *name = "tfm_thread_scratch";
-  LLVMTypeRef type = LLVMFunctionType(gen->ptr, &gen->i64, 1, false);
-  LLVMValueRef fn = LLVMGetNamedFunction(gen->module, name);
-  if (!fn)
-    fn = LLVMAddFunction(gen->module, name, type);
-  return LLVMBuildCall2(gen->builder, type, fn, &bytes, 1, "scratch");
 }
 
 /* 32 f32 sums at `from` rounded to bf16 at `to`: vcvtne2ps2bf16 rounds to
@@ -125,7 +98,7 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
                                                   one, ""), DEPTH_STEP);
   LLVMValueRef bytes = gen_iadd(gen, gen_imul(gen, kp, (BLOCK_ROWS + PANEL_COLUMNS) * 2),
                                 gen_i64(gen, BLOCK_ROWS * PANEL_COLUMNS * 4));
-  LLVMValueRef scratch = thread_scratch(gen, bytes);
+  LLVMValueRef scratch = cpu_thread_scratch(gen, bytes);
   /* The f32 sums first: 64-byte aligned as the scratch is, for the tiles. */
   LLVMValueRef sums = LLVMBuildBitCast(b, scratch, LLVMPointerType(gen->f32, 0), "");
   LLVMValueRef apack = gen_element(gen, gen->i16, LLVMBuildBitCast(b, scratch, hp, ""),
@@ -136,25 +109,25 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
     family->begin(gen);
 
   GenLoop jc, ic, pc, jr, ir, r;
-  stride_loop_begin(gen, &jc, n, PANEL_COLUMNS);
-  LLVMValueRef nc = min64(gen, gen_i64(gen, PANEL_COLUMNS), LLVMBuildSub(b, n, jc.index, ""));
+  cpu_step_loop_begin(gen, &jc, n, PANEL_COLUMNS);
+  LLVMValueRef nc = cpu_min64(gen, gen_i64(gen, PANEL_COLUMNS), LLVMBuildSub(b, n, jc.index, ""));
   /* B(p, j) at p * sp + j * sq */
   LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
   cpu_pack_bf16(gen, bpack, gen_element(gen, gen->i16, bm, LLVMBuildMul(b, jc.index, bsq, "")), k, kp,
             nc, round_up(gen, nc, 32), bsp, bsq, tb, true);
-  stride_loop_begin(gen, &ic, m, BLOCK_ROWS);
-  LLVMValueRef mc = min64(gen, gen_i64(gen, BLOCK_ROWS), LLVMBuildSub(b, m, ic.index, ""));
+  cpu_step_loop_begin(gen, &ic, m, BLOCK_ROWS);
+  LLVMValueRef mc = cpu_min64(gen, gen_i64(gen, BLOCK_ROWS), LLVMBuildSub(b, m, ic.index, ""));
   /* A(i, p) at p * sp + i * sq */
   LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
   cpu_pack_bf16(gen, apack, gen_element(gen, gen->i16, a, LLVMBuildMul(b, ic.index, asq, "")), k, kp,
             mc, round_up(gen, mc, 32), asp, asq, !ta, false);
-  stride_loop_begin(gen, &pc, kp, DEPTH_BLOCK);
-  LLVMValueRef kc = min64(gen, gen_i64(gen, DEPTH_BLOCK), LLVMBuildSub(b, kp, pc.index, ""));
+  cpu_step_loop_begin(gen, &pc, kp, DEPTH_BLOCK);
+  LLVMValueRef kc = cpu_min64(gen, gen_i64(gen, DEPTH_BLOCK), LLVMBuildSub(b, kp, pc.index, ""));
   /* Both layouts hold a strip's k steps of 32 in 512-element blocks. */
   LLVMValueRef k_offset = gen_imul(gen, pc.index, 16);
   LLVMValueRef accumulate = LLVMBuildICmp(b, LLVMIntSGT, pc.index, gen_i64(gen, 0), "");
-  stride_loop_begin(gen, &jr, nc, 32);
-  stride_loop_begin(gen, &ir, mc, family->rows);
+  cpu_step_loop_begin(gen, &jr, nc, 32);
+  cpu_step_loop_begin(gen, &ir, mc, family->rows);
   /* The micro tile's first row: its strip, and its row in the strip. */
   LLVMValueRef arow = gen_iadd(gen, LLVMBuildMul(b, LLVMBuildAnd(b, ir.index, gen_i64(gen, -16), ""), kp, ""),
                                gen_imul(gen, LLVMBuildAnd(b, ir.index, gen_i64(gen, 15), ""), 32));
@@ -176,8 +149,8 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
   LLVMValueRef last = LLVMBuildICmp(b, LLVMIntSGE, gen_iadd(gen, pc.index, gen_i64(gen, DEPTH_BLOCK)), kp, "");
   LLVMBuildCondBr(b, last, round, next);
   LLVMPositionBuilderAtEnd(b, round);
-  LLVMValueRef rows = min64(gen, gen_i64(gen, family->rows), LLVMBuildSub(b, mc, ir.index, ""));
-  LLVMValueRef cols = min64(gen, gen_i64(gen, 32), LLVMBuildSub(b, nc, jr.index, ""));
+  LLVMValueRef rows = cpu_min64(gen, gen_i64(gen, family->rows), LLVMBuildSub(b, mc, ir.index, ""));
+  LLVMValueRef cols = cpu_min64(gen, gen_i64(gen, 32), LLVMBuildSub(b, nc, jr.index, ""));
   LLVMValueRef from = call[4];
   LLVMValueRef to = gen_element(
       gen, gen->i16, c,
@@ -200,11 +173,11 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
   gen_loop_end(gen, &r);
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, next);
-  stride_loop_end(gen, &ir);
-  stride_loop_end(gen, &jr);
-  stride_loop_end(gen, &pc);
-  stride_loop_end(gen, &ic);
-  stride_loop_end(gen, &jc);
+  cpu_step_loop_end(gen, &ir);
+  cpu_step_loop_end(gen, &jr);
+  cpu_step_loop_end(gen, &pc);
+  cpu_step_loop_end(gen, &ic);
+  cpu_step_loop_end(gen, &jc);
   if (family->end)
     family->end(gen);
   LLVMBuildRetVoid(b);

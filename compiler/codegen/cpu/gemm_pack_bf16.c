@@ -10,11 +10,6 @@
  * element. */
 #include "cpu_internal.h"
 
-static LLVMValueRef min64(Gen *gen, LLVMValueRef a, LLVMValueRef b) {
-  LLVMBuilderRef bl = gen->builder;
-  return LLVMBuildSelect(bl, LLVMBuildICmp(bl, LLVMIntSLT, a, b, ""), a, b, "");
-}
-
 static LLVMValueRef and64(Gen *gen, LLVMValueRef a, int64_t mask) {
   return LLVMBuildAnd(gen->builder, a, gen_i64(gen, mask), "");
 }
@@ -47,7 +42,7 @@ static LLVMValueRef source_at(Gen *gen, const Source *s, LLVMValueRef p, LLVMVal
   LLVMBuilderRef b = gen->builder;
   return gen_element(gen, gen->i16, s->base,
                      gen_iadd(gen, LLVMBuildMul(b, p, s->sp, ""),
-                              LLVMBuildMul(b, min64(gen, q, s->last), s->sq, "")));
+                              LLVMBuildMul(b, cpu_min64(gen, q, s->last), s->sq, "")));
 }
 
 /* Element by element over p in [p0, p1), q in [q0, q1), along the
