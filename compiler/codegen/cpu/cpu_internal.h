@@ -44,6 +44,21 @@ typedef struct CpuPairFamily {
   void (*begin)(Gen *gen); /* NULL, or emitted before the driver's loops */
   void (*end)(Gen *gen);   /* NULL, or emitted after them */
 } CpuPairFamily;
+/* gemm_amx.c: Intel's tile registers through LLVM 14's intrinsics with
+ * immediate tile numbers, every tile configured as 16 rows x 64 bytes
+ * (cpu_amx_configure, in a function with the AMX features; release them
+ * before it returns); loads and stores of tile t at base, rows
+ * stride_bytes apart; tile t zeroed; tile c += a b (tdpbf16ps: a's 16
+ * rows x 32 bf16, b's 16 rows of 16 bf16 pairs). */
+void cpu_amx_configure(Gen *gen);
+void cpu_amx_release(Gen *gen);
+void cpu_amx_load(Gen *gen, int t, LLVMValueRef base, LLVMValueRef stride_bytes);
+void cpu_amx_store(Gen *gen, int t, LLVMValueRef base, LLVMValueRef stride_bytes);
+void cpu_amx_zero(Gen *gen, int t);
+void cpu_amx_dot(Gen *gen, int c, int a, int b);
+/* attention_amx.c: the fused attention kernel; its forward on AMX tiles
+ * (picked at run time, beside attention.c's kernel) where it applies. */
+void cpu_emit_attention_kernel(Gen *gen, int function, const Kernel *kernel);
 extern const CpuPairFamily cpu_amx_family;        /* gemm_amx.c */
 extern const CpuPairFamily cpu_avx512bf16_family; /* gemm_avx512bf16.c */
 /* gemm_pack_bf16.c: packs the bf16 operand element (p, q) = src[p sp +

@@ -20,15 +20,14 @@ static void tile_call(Gen *gen, const char *name, LLVMValueRef *args, int num_ar
   gen_intrinsic(gen, name, NULL, 0, args, num_args);
 }
 
-/* The 64-byte configuration: palette 1, tiles 0-7 of 16 rows x 64 bytes
- * (bytes 16 + 2t: a tile's bytes per row; 48 + t: its rows). */
-static void configure_tiles(Gen *gen) {
+void cpu_amx_configure(Gen *gen) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef config_type = LLVMArrayType(gen->i8, 64);
   LLVMValueRef config = gen_entry_alloca(gen, config_type, "tile_config");
   LLVMSetAlignment(config, 64);
   LLVMValueRef bytes = LLVMBuildBitCast(b, config, gen->ptr, "");
   LLVMBuildMemSet(b, bytes, LLVMConstInt(gen->i8, 0, false), gen_i64(gen, 64), 64);
+  /* palette 1; bytes 16 + 2t: tile t's bytes per row; 48 + t: its rows */
   LLVMBuildStore(b, LLVMConstInt(gen->i8, 1, false), bytes);
   for (int t = 0; t < 8; t++) {
     LLVMValueRef width = LLVMBuildBitCast(b, gen_element(gen, gen->i8, bytes, gen_i64(gen, 16 + 2 * t)),
@@ -40,12 +39,28 @@ static void configure_tiles(Gen *gen) {
   tile_call(gen, "llvm.x86.ldtilecfg", &bytes, 1);
 }
 
-static void release_tiles(Gen *gen) { tile_call(gen, "llvm.x86.tilerelease", NULL, 0); }
+void cpu_amx_release(Gen *gen) { tile_call(gen, "llvm.x86.tilerelease", NULL, 0); }
 
-static void tile_load(Gen *gen, int t, LLVMValueRef base, LLVMValueRef stride_bytes) {
+void cpu_amx_load(Gen *gen, int t, LLVMValueRef base, LLVMValueRef stride_bytes) {
   LLVMValueRef args[3] = {tile_number(gen, t), LLVMBuildBitCast(gen->builder, base, gen->ptr, ""),
                           stride_bytes};
   tile_call(gen, "llvm.x86.tileloadd64", args, 3);
+}
+
+void cpu_amx_store(Gen *gen, int t, LLVMValueRef base, LLVMValueRef stride_bytes) {
+  LLVMValueRef args[3] = {tile_number(gen, t), LLVMBuildBitCast(gen->builder, base, gen->ptr, ""),
+                          stride_bytes};
+  tile_call(gen, "llvm.x86.tilestored64", args, 3);
+}
+
+void cpu_amx_zero(Gen *gen, int t) {
+  LLVMValueRef number = tile_number(gen, t);
+  tile_call(gen, "llvm.x86.tilezero", &number, 1);
+}
+
+void cpu_amx_dot(Gen *gen, int c, int a, int b) {
+  LLVMValueRef args[3] = {tile_number(gen, c), tile_number(gen, a), tile_number(gen, b)};
+  tile_call(gen, "llvm.x86.tdpbf16ps", args, 3);
 }
 
 /* C tile t: rows 16 (t / 2) on, columns 16 (t % 2) on. */
@@ -66,13 +81,11 @@ static void emit_micro(Gen *gen, LLVMValueRef fn) {
   LLVMBuildCondBr(b, LLVMGetParam(fn, 6), load, zero);
   LLVMPositionBuilderAtEnd(b, load);
   for (int t = 0; t < 4; t++)
-    tile_load(gen, t, c_tile(gen, c, ldc, t), c_stride);
+    cpu_amx_load(gen, t, c_tile(gen, c, ldc, t), c_stride);
   LLVMBuildBr(b, steps);
   LLVMPositionBuilderAtEnd(b, zero);
-  for (int t = 0; t < 4; t++) {
-    LLVMValueRef number = tile_number(gen, t);
-    tile_call(gen, "llvm.x86.tilezero", &number, 1);
-  }
+  for (int t = 0; t < 4; t++)
+    cpu_amx_zero(gen, t);
   LLVMBuildBr(b, steps);
   LLVMPositionBuilderAtEnd(b, steps);
   /* Both operands' tiles are 1 KiB blocks, 512 elements a k step. */
@@ -82,22 +95,16 @@ static void emit_micro(Gen *gen, LLVMValueRef fn) {
   GenLoop step;
   gen_loop_begin(gen, &step, gen_i64(gen, 0), LLVMBuildSDiv(b, kc, gen_i64(gen, 32), ""));
   LLVMValueRef at = gen_imul(gen, step.index, 512);
-  tile_load(gen, 4, gen_element(gen, gen->i16, a, at), stride);
-  tile_load(gen, 5, gen_element(gen, gen->i16, a_second, at), stride);
-  tile_load(gen, 6, gen_element(gen, gen->i16, bp, at), stride);
-  tile_load(gen, 7, gen_element(gen, gen->i16, b_second, at), stride);
+  cpu_amx_load(gen, 4, gen_element(gen, gen->i16, a, at), stride);
+  cpu_amx_load(gen, 5, gen_element(gen, gen->i16, a_second, at), stride);
+  cpu_amx_load(gen, 6, gen_element(gen, gen->i16, bp, at), stride);
+  cpu_amx_load(gen, 7, gen_element(gen, gen->i16, b_second, at), stride);
   static const int products[4][3] = {{0, 4, 6}, {1, 4, 7}, {2, 5, 6}, {3, 5, 7}};
-  for (int i = 0; i < 4; i++) {
-    LLVMValueRef args[3] = {tile_number(gen, products[i][0]), tile_number(gen, products[i][1]),
-                            tile_number(gen, products[i][2])};
-    tile_call(gen, "llvm.x86.tdpbf16ps", args, 3);
-  }
+  for (int i = 0; i < 4; i++)
+    cpu_amx_dot(gen, products[i][0], products[i][1], products[i][2]);
   gen_loop_end(gen, &step);
-  for (int t = 0; t < 4; t++) {
-    LLVMValueRef args[3] = {tile_number(gen, t),
-                            LLVMBuildBitCast(b, c_tile(gen, c, ldc, t), gen->ptr, ""), c_stride};
-    tile_call(gen, "llvm.x86.tilestored64", args, 3);
-  }
+  for (int t = 0; t < 4; t++)
+    cpu_amx_store(gen, t, c_tile(gen, c, ldc, t), c_stride);
   LLVMBuildRetVoid(b);
 }
 
@@ -105,5 +112,5 @@ const CpuPairFamily cpu_amx_family = {.name = "amx",
                                       .features = "+amx-tile,+amx-bf16,+avx512bf16",
                                       .rows = 32,
                                       .micro = emit_micro,
-                                      .begin = configure_tiles,
-                                      .end = release_tiles};
+                                      .begin = cpu_amx_configure,
+                                      .end = cpu_amx_release};

@@ -7,7 +7,7 @@ static void emit_kernel(Gen *gen, int function, const Kernel *kernel) {
   switch (kernel->kind) {
   case KERNEL_DOT: cpu_emit_dot_kernel(gen, function, kernel); break;
   case KERNEL_SCATTER: emit_scatter_kernel(gen, function, kernel, 0); break;
-  case KERNEL_ATTENTION: emit_attention_kernel(gen, function, kernel, NULL); break;
+  case KERNEL_ATTENTION: cpu_emit_attention_kernel(gen, function, kernel); break;
   default: emit_loop_kernel(gen, function, kernel); break;
   }
 }

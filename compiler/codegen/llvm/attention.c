@@ -414,7 +414,7 @@ void emit_attention_kernel(Gen *gen, int function, const Kernel *kernel,
   }
   LLVMValueRef in[7] = {NULL};
   for (int i = 0; i < n->num_inputs; i++)
-    in[i] = gen_kernel_arg(gen, args, att_arg_of(gen, kernel, n->inputs[i]), a.t);
+    in[i] = gen_kernel_arg(gen, args, gen_kernel_arg_of(gen, kernel, n->inputs[i]), a.t);
   c.out = gen_kernel_arg(gen, args, 0, a.t);
   c.also_out = kernel->also != GRAPH_NONE ? gen_kernel_arg(gen, args, 1, a.t) : NULL;
   c.dq_out = kernel->also_q != GRAPH_NONE ? gen_kernel_arg(gen, args, 2, a.t) : NULL;

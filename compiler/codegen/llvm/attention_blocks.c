@@ -127,14 +127,6 @@ LLVMValueRef att_is_neg_inf(Att *a, LLVMValueRef x) {
   return LLVMBuildFCmp(a->b, LLVMRealOEQ, x, att_real(a, -INFINITY), "");
 }
 
-/* The kernel argument of input `node`, or -1 (args are distinct buffers). */
-int att_arg_of(const Gen *gen, const Kernel *k, GraphId node) {
-  int buffer = gen->plan->buffer_of[node];
-  for (int i = 0; i < k->num_args; i++)
-    if (k->args[i] == buffer) return i;
-  return -1;
-}
-
 LLVMValueRef att_mask_row(Att *a, const MaskMap *m, LLVMValueRef batch, LLVMValueRef i) {
   LLVMValueRef at = att_imul(a, i, m->stride[m->rank - 2]), rest = batch;
   for (int axis = m->rank - 3; axis >= 0; axis--) {

@@ -61,9 +61,6 @@ LLVMValueRef att_exp_t(Att *a, LLVMValueRef x);
 LLVMValueRef att_log_t(Att *a, LLVMValueRef x);
 LLVMValueRef att_is_neg_inf(Att *a, LLVMValueRef x);
 
-/* The kernel's argument index of node `node`. */
-int att_arg_of(const Gen *gen, const Kernel *k, GraphId node);
-
 /* Chunks of w elements (vectors, or a lane each on the GPU): load, store
  * and splat; the two passes (whole chunks, then the rest) over [0, len);
  * accumulators zeroed, scaled or stored. */

@@ -249,6 +249,13 @@ LLVMValueRef gen_kernel_arg(Gen *gen, LLVMValueRef args, int i, LLVMTypeRef elem
   return LLVMBuildBitCast(b, raw, LLVMPointerType(element, 0), "");
 }
 
+int gen_kernel_arg_of(const Gen *gen, const Kernel *kernel, GraphId node) {
+  int buffer = gen->plan->buffer_of[node];
+  for (int i = 0; i < kernel->num_args; i++)
+    if (kernel->args[i] == buffer) return i;
+  return -1;
+}
+
 void gen_add_attributes(Gen *gen, LLVMValueRef fn, const char *const *names, int count) {
   for (int i = 0; i < count; i++) {
     unsigned kind = LLVMGetEnumAttributeKindForName(names[i], strlen(names[i]));

@@ -101,6 +101,9 @@ LLVMValueRef gen_iadd(Gen *gen, LLVMValueRef a, LLVMValueRef b);
 LLVMValueRef gen_load_at(Gen *gen, LLVMTypeRef t, LLVMValueRef base, LLVMValueRef i);
 /* The kernel's buffer argument `i` as a pointer to `element`. */
 LLVMValueRef gen_kernel_arg(Gen *gen, LLVMValueRef args, int i, LLVMTypeRef element);
+/* The index of node `node`'s buffer among the kernel's arguments, or -1
+ * (a kernel's arguments are distinct buffers). */
+int gen_kernel_arg_of(const Gen *gen, const Kernel *kernel, GraphId node);
 /* A new kernel function (internal, of the range type) positioned at its entry. */
 LLVMValueRef gen_kernel_function(Gen *gen, int function);
 /* Adds enum function attributes ("noinline", ...) by name. */

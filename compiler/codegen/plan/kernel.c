@@ -161,6 +161,11 @@ bool kernel_op_is_attention(GraphOp op) {
          op == GRAPH_OP_ATTENTION_GRAD_V;
 }
 
+bool kernel_bf16_valued(const Graph *g, GraphId id) {
+  const GraphNode *n = graph_node(g, id);
+  return n->op == GRAPH_OP_CAST && graph_node(g, n->inputs[0])->dtype == GRAPH_BF16;
+}
+
 /* The softmax of an attention op gives its log-sum-exp for free, so an
  * attention_lse of the same q, k, mask and attributes (the VJP's) is
  * written by the attention kernel instead of recomputed by its own. */

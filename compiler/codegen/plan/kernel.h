@@ -196,6 +196,10 @@ const KernelBuffer *kernel_plan_buffer(const KernelPlan *plan, GraphId node);
 void kernel_plan_print(const KernelPlan *plan, FILE *out);
 /* Whether `op` is one of the fused attention ops (a KERNEL_ATTENTION root). */
 bool kernel_op_is_attention(GraphOp op);
+/* Whether node `id` is a bf16 value widened (a cast of a bf16 node), so
+ * that rounding it to bf16 is exact: attention's operands in --dtype bf16
+ * graphs, which its tensor-core and AMX kernels take as bf16. */
+bool kernel_bf16_valued(const Graph *g, GraphId id);
 /* "loop", "dot", "scatter" or "attention": the listing's and --profile's name of a kind. */
 const char *kernel_kind_name(KernelKind kind);
 

@@ -599,13 +599,6 @@ static void grad_kv(Flash *f, const FlashKernel *c, LLVMValueRef row0, LLVMValue
   if (dkb) store_tiles(f, dk, c->d, dkb, x0, s, (LLVMValueRef[]){c->scale, c->scale});
 }
 
-/* Whether input i of the node is a bf16 value widened (a cast of a bf16
- * node), so rounding it to bf16 is exact. */
-static bool bf16_valued(const Graph *g, GraphId id) {
-  const GraphNode *n = graph_node(g, id);
-  return n->op == GRAPH_OP_CAST && graph_node(g, n->inputs[0])->dtype == GRAPH_BF16;
-}
-
 bool ptx_attention_mma(const Graph *g, const Kernel *kernel) {
   if (kernel->kind != KERNEL_ATTENTION || kernel->also_q != GRAPH_NONE) return false;
   const GraphNode *n = graph_node(g, kernel->root);
@@ -617,7 +610,7 @@ bool ptx_attention_mma(const Graph *g, const Kernel *kernel) {
   else return false;
   if (n->dtype != GRAPH_F32 || n->num_inputs != (operands == 3 ? 3 : 6)) return false;
   for (int i = 0; i < operands; i++)
-    if (!bf16_valued(g, n->inputs[i])) return false;
+    if (!kernel_bf16_valued(g, n->inputs[i])) return false;
   const GraphShape *qs = &graph_node(g, n->inputs[0])->shape;
   const GraphShape *vs = &graph_node(g, n->inputs[2])->shape;
   return qs->dims[qs->rank - 1] <= FLASH_MAX_HEAD && vs->dims[vs->rank - 1] <= FLASH_MAX_HEAD;
