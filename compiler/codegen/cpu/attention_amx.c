@@ -37,6 +37,10 @@
 #include "tfmrt.h"
 
 enum { ROWS = 16, KEYS = 32, TILE_ELEMENTS = 512, ROW_BYTES = 64 };
+/* Key blocks whose scores are taken before one softmax step: the output's
+ * rescaling and its trip through the tiles happen once a chunk, not once a
+ * block (gpt's 256 keys are one chunk). */
+enum { CHUNK_BLOCKS = 8 };
 
 /* The most stack the packed k and v of one batch may take; past it the op
  * keeps attention.c's kernel. */
@@ -55,7 +59,7 @@ typedef struct Flash {
   /* packed k and v of a batch, q of a tile; a block's scores (16 x 32
    * f32), p's two parts (A tiles); the tile's output sums O (16 x 16
    * v_tiles f32), running maxima (16) and lane sums of l (16 x 16) */
-  LLVMValueRef kpack, vpack, qpack, scores, p_hi, p_lo, acc, max, sums;
+  LLVMValueRef kpack, vpack, qpack, scores, p_hi, p_lo, acc, max, sums, chunk_max;
 } Flash;
 
 static LLVMValueRef i64c(Flash *f, int64_t v) { return gen_i64(f->gen, v); }
@@ -136,7 +140,16 @@ static LLVMValueRef row_pairs(Flash *f, LLVMValueRef base, int64_t valid) {
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
-/* k and v of batch `batch`, all S keys, into kpack and vpack. */
+/* Stores 16 rows of 16 pairs as one tile, transposed (row p: lane p of
+ * each row). */
+static void store_transposed(Flash *f, LLVMValueRef *rows, LLVMValueRef base, LLVMValueRef tile) {
+  gen_transpose_square(f->gen, rows, 16);
+  for (int p = 0; p < 16; p++) store_pairs(f, rows[p], base, gen_iadd(f->gen, tile, i64c(f, 32 * p)));
+}
+
+/* k and v of batch `batch`, all S keys, into kpack (A tiles: per block,
+ * step and half, 16 keys' elements 32 step on) and vpack (A tiles: per
+ * block and column tile, 16 columns' 32 keys). */
 static void pack_keys_values(Flash *f, LLVMValueRef batch) {
   Gen *gen = f->gen;
   LLVMValueRef kb = gen_element(gen, gen->f32, f->k, gen_imul(gen, batch, f->s * f->d));
@@ -147,53 +160,55 @@ static void pack_keys_values(Flash *f, LLVMValueRef batch) {
   LLVMValueRef first = gen_imul(gen, blk.index, KEYS);
   for (int step = 0; step < f->d_steps; step++)
     for (int half = 0; half < 2; half++) {
-      LLVMValueRef rows[16];
-      for (int j = 0; j < 16; j++) {
-        LLVMValueRef key = cpu_min64(gen, gen_iadd(gen, first, i64c(f, 16 * half + j)), last);
-        LLVMValueRef at = gen_iadd(gen, gen_imul(gen, key, f->d), i64c(f, 32 * step));
-        rows[j] = row_pairs(f, gen_element(gen, gen->f32, kb, at), min64(32, f->d - 32 * step));
-      }
-      gen_transpose_square(gen, rows, 16); /* row p: pair p of the 16 keys */
       LLVMValueRef tile = gen_imul(gen, gen_iadd(gen, gen_imul(gen, blk.index, 2 * f->d_steps),
                                                  i64c(f, 2 * step + half)),
                                    TILE_ELEMENTS);
-      for (int p = 0; p < 16; p++) store_pairs(f, rows[p], f->kpack, gen_iadd(gen, tile, i64c(f, 32 * p)));
+      for (int j = 0; j < 16; j++) {
+        LLVMValueRef key = cpu_min64(gen, gen_iadd(gen, first, i64c(f, 16 * half + j)), last);
+        LLVMValueRef at = gen_iadd(gen, gen_imul(gen, key, f->d), i64c(f, 32 * step));
+        store_pairs(f, row_pairs(f, gen_element(gen, gen->f32, kb, at), min64(32, f->d - 32 * step)), f->kpack,
+                    gen_iadd(gen, tile, i64c(f, 32 * j)));
+      }
     }
   for (int ct = 0; ct < f->v_tiles; ct++) {
     int64_t valid = min64(16, f->dv - 16 * ct);
-    LLVMValueRef tile = gen_imul(gen, gen_iadd(gen, gen_imul(gen, blk.index, f->v_tiles), i64c(f, ct)),
-                                 TILE_ELEMENTS);
-    for (int p = 0; p < 16; p++) {
+    LLVMValueRef pairs[16];
+    for (int p = 0; p < 16; p++) { /* lane c: keys 2p, 2p + 1 of column 16 ct + c */
       LLVMValueRef key[2];
       for (int e = 0; e < 2; e++) {
         LLVMValueRef j = cpu_min64(gen, gen_iadd(gen, first, i64c(f, 2 * p + e)), last);
         key[e] = load16(f, gen_element(gen, gen->f32, vb, gen_iadd(gen, gen_imul(gen, j, f->dv), i64c(f, 16 * ct))),
                         valid);
       }
-      store_pairs(f, pair_of(f, key[0], key[1]), f->vpack, gen_iadd(gen, tile, i64c(f, 32 * p)));
+      pairs[p] = pair_of(f, key[0], key[1]);
     }
+    store_transposed(f, pairs, f->vpack,
+                     gen_imul(gen, gen_iadd(gen, gen_imul(gen, blk.index, f->v_tiles), i64c(f, ct)), TILE_ELEMENTS));
   }
   gen_loop_end(gen, &blk);
 }
 
-/* q of the tile's rows i0 .. i0 + n - 1 into qpack; its last 16 - n rows
- * repeat row n - 1 (their results are not stored). */
+/* q of the tile's rows i0 .. i0 + n - 1 into qpack (B tiles: per step, row
+ * p the pairs 2p, 2p + 1 of the 16 rows); its last 16 - n rows repeat row
+ * n - 1 (their results are not stored). */
 static void pack_queries(Flash *f, LLVMValueRef batch, LLVMValueRef i0, LLVMValueRef n) {
   Gen *gen = f->gen;
   LLVMValueRef qb = gen_element(gen, gen->f32, f->q, gen_imul(gen, batch, f->t * f->d));
-  GenLoop r;
-  gen_loop_begin(gen, &r, i64c(f, 0), i64c(f, ROWS));
-  LLVMValueRef row = gen_iadd(gen, i0, cpu_min64(gen, r.index, LLVMBuildSub(f->b, n, i64c(f, 1), "")));
+  LLVMValueRef last = gen_iadd(gen, i0, LLVMBuildSub(f->b, n, i64c(f, 1), ""));
   for (int step = 0; step < f->d_steps; step++) {
-    LLVMValueRef at = gen_iadd(gen, gen_imul(gen, row, f->d), i64c(f, 32 * step));
-    store_pairs(f, row_pairs(f, gen_element(gen, gen->f32, qb, at), min64(32, f->d - 32 * step)), f->qpack,
-                gen_iadd(gen, gen_imul(gen, r.index, 32), i64c(f, step * TILE_ELEMENTS)));
+    LLVMValueRef rows[16];
+    for (int r = 0; r < 16; r++) {
+      LLVMValueRef row = cpu_min64(gen, gen_iadd(gen, i0, i64c(f, r)), last);
+      LLVMValueRef at = gen_iadd(gen, gen_imul(gen, row, f->d), i64c(f, 32 * step));
+      rows[r] = row_pairs(f, gen_element(gen, gen->f32, qb, at), min64(32, f->d - 32 * step));
+    }
+    store_transposed(f, rows, f->qpack, i64c(f, step * TILE_ELEMENTS));
   }
-  gen_loop_end(gen, &r);
 }
 
-/* The scores of key block blk: Q K^T into `scores` (16 rows x 32). */
-static void block_scores(Flash *f, LLVMValueRef blk) {
+/* The scores of key block blk, transposed: K Q^T into `dst` (32 keys x
+ * 16 queries). */
+static void block_scores(Flash *f, LLVMValueRef blk, LLVMValueRef dst) {
   Gen *gen = f->gen;
   LLVMValueRef row = i64c(f, ROW_BYTES);
   cpu_amx_zero(gen, 0);
@@ -204,38 +219,32 @@ static void block_scores(Flash *f, LLVMValueRef blk) {
     cpu_amx_load(gen, 4, gen_element(gen, gen->i16, f->qpack, i64c(f, step * TILE_ELEMENTS)), row);
     cpu_amx_load(gen, 6, gen_element(gen, gen->i16, f->kpack, tile), row);
     cpu_amx_load(gen, 7, gen_element(gen, gen->i16, f->kpack, gen_iadd(gen, tile, i64c(f, TILE_ELEMENTS))), row);
-    cpu_amx_dot(gen, 0, 4, 6);
-    cpu_amx_dot(gen, 1, 4, 7);
+    cpu_amx_dot(gen, 0, 6, 4);
+    cpu_amx_dot(gen, 1, 7, 4);
   }
-  cpu_amx_store(gen, 0, f->scores, i64c(f, 2 * ROW_BYTES));
-  cpu_amx_store(gen, 1, gen_element(gen, gen->f32, f->scores, i64c(f, 16)), i64c(f, 2 * ROW_BYTES));
+  cpu_amx_store(gen, 0, dst, row);
+  cpu_amx_store(gen, 1, gen_element(gen, gen->f32, dst, i64c(f, 16 * 16)), row);
 }
 
 static LLVMValueRef max_of(Flash *f, LLVMValueRef x, LLVMValueRef y) {
   return LLVMBuildSelect(f->b, LLVMBuildFCmp(f->b, LLVMRealOGT, x, y, ""), x, y, "");
 }
 
-/* The largest lane of v: halves folded. */
-static LLVMValueRef lane_max(Flash *f, LLVMValueRef v) {
-  for (int w = 8; w >= 1; w /= 2) {
-    LLVMValueRef lanes[16];
-    for (int l = 0; l < 16; l++) lanes[l] = gen_i32(f->gen, (l + w) % 16);
-    v = max_of(f, v, LLVMBuildShuffleVector(f->b, v, LLVMGetUndef(f->vf), LLVMConstVector(lanes, 16), ""));
-  }
-  return LLVMBuildExtractElement(f->b, v, gen_i32(f->gen, 0), "");
-}
-
-/* 32 floats (two vectors, the second the high half) rounded to bf16 with
- * vcvtne2ps2bf16, stored as a tile row at element `index` of an i16
- * array; returns the rounded values as floats. */
-static void round_row(Flash *f, LLVMValueRef *x, LLVMValueRef base, LLVMValueRef index, LLVMValueRef *rounded) {
+/* Rows x[0] and x[1] (16 lanes each) rounded to bf16 with
+ * vcvtne2ps2bf16 and interleaved into a B tile's row of pairs at element
+ * `index` of `base`; the rounded values come back as floats when
+ * `rounded` is not NULL. */
+static void round_pair(Flash *f, LLVMValueRef *x, LLVMValueRef base, LLVMValueRef index, LLVMValueRef *rounded) {
   Gen *gen = f->gen;
   LLVMBuilderRef b = f->b;
+  LLVMTypeRef halves = LLVMVectorType(gen->i16, 32);
+  LLVMValueRef interleave[32];
+  for (int l = 0; l < 32; l++) interleave[l] = gen_i32(gen, l / 2 + 16 * (l % 2));
   LLVMValueRef args[2] = {x[1], x[0]}; /* the second operand fills the low half */
   LLVMValueRef bits = gen_intrinsic(gen, "llvm.x86.avx512bf16.cvtne2ps2bf16.512", NULL, 0, args, 2);
-  LLVMTypeRef halves = LLVMVectorType(gen->i16, 32);
   bits = LLVMBuildBitCast(b, bits, halves, "");
-  LLVMSetAlignment(LLVMBuildStore(b, bits, vector_at(f, halves, gen->i16, base, index)), 4);
+  LLVMValueRef row = LLVMBuildShuffleVector(b, bits, LLVMGetUndef(halves), LLVMConstVector(interleave, 32), "");
+  LLVMSetAlignment(LLVMBuildStore(b, row, vector_at(f, halves, gen->i16, base, index)), 4);
   if (!rounded) return;
   for (int h = 0; h < 2; h++) {
     LLVMValueRef part = LLVMBuildShuffleVector(b, bits, LLVMGetUndef(halves), lane_indices(f, 16 * h, 1), "");
@@ -244,96 +253,144 @@ static void round_row(Flash *f, LLVMValueRef *x, LLVMValueRef base, LLVMValueRef
   }
 }
 
-/* Each row's softmax step over key block blk (keys 32 blk on) of the
- * tile whose first query is i0: its scores scaled and hidden, the max,
- * the rescaling of its sums and output, p's two parts. */
-static void block_softmax(Flash *f, LLVMValueRef blk, LLVMValueRef i0) {
+/* Row e of the scores of key block blk (at `scores`), a lane per query:
+ * scaled, -inf where hidden (past the keys' end, or the query's when
+ * causal); *hidden says where. */
+static LLVMValueRef visible_scores(Flash *f, LLVMValueRef scores, LLVMValueRef blk, int e, LLVMValueRef query,
+                                   LLVMValueRef *hidden) {
+  Gen *gen = f->gen;
+  LLVMBuilderRef b = f->b;
+  LLVMValueRef s = LLVMBuildFMul(b, load16(f, gen_element(gen, gen->f32, scores, i64c(f, 16 * e)), 16),
+                                 splat_f32(f, f->scale), "");
+  LLVMValueRef key = LLVMBuildAdd(b, LLVMBuildTrunc(b, gen_imul(gen, blk, KEYS), gen->i32, ""), gen_i32(gen, e), "");
+  *hidden = gen_splat(gen, LLVMBuildICmp(b, LLVMIntSGE, key, gen_i32(gen, (int32_t)f->s), ""), 16);
+  if (f->causal)
+    *hidden = LLVMBuildOr(b, *hidden, LLVMBuildICmp(b, LLVMIntSGT, gen_splat(gen, key, 16), query, ""), "");
+  return LLVMBuildSelect(b, *hidden, splat_f32(f, -INFINITY), s, "");
+}
+
+/* The softmax step of a chunk (key blocks first .. first + count - 1,
+ * their scores in `scores`) for the tile whose first query is i0, a lane
+ * each: the chunk's max, the rescaling of the sums and the output by
+ * exp(m - m'), then p = exp(s - m') and its two parts as B tiles, a block
+ * 512 elements on. */
+static void chunk_softmax(Flash *f, LLVMValueRef first, LLVMValueRef count, LLVMValueRef i0) {
   Gen *gen = f->gen;
   LLVMBuilderRef b = f->b;
   LLVMValueRef neg_inf = splat_f32(f, -INFINITY), zero = LLVMConstNull(f->vf);
-  LLVMValueRef first_key = LLVMBuildTrunc(b, gen_imul(gen, blk, KEYS), gen->i32, "");
-  GenLoop r;
-  gen_loop_begin(gen, &r, i64c(f, 0), i64c(f, ROWS));
-  LLVMValueRef query = gen_splat(gen, LLVMBuildTrunc(b, gen_iadd(gen, i0, r.index), gen->i32, ""), 16);
-  LLVMValueRef s[2], hidden[2], p[2];
-  for (int h = 0; h < 2; h++) {
-    LLVMValueRef at = gen_iadd(gen, gen_imul(gen, r.index, KEYS), i64c(f, 16 * h));
-    s[h] = LLVMBuildFMul(b, load16(f, gen_element(gen, gen->f32, f->scores, at), 16), splat_f32(f, f->scale), "");
-    LLVMValueRef keys = LLVMBuildAdd(b, gen_splat(gen, first_key, 16), lane_indices(f, 16 * h, 1), "");
-    hidden[h] = LLVMBuildICmp(b, LLVMIntSGE, keys, splat_i32(f, (int32_t)f->s), "");
-    if (f->causal)
-      hidden[h] = LLVMBuildOr(b, hidden[h], LLVMBuildICmp(b, LLVMIntSGT, keys, query, ""), "");
-    s[h] = LLVMBuildSelect(b, hidden[h], neg_inf, s[h], "");
-  }
-  LLVMValueRef max_at = gen_element(gen, gen->f32, f->max, r.index);
-  LLVMValueRef m_old = LLVMBuildLoad2(b, gen->f32, max_at, "");
-  LLVMValueRef m_new = max_of(f, lane_max(f, max_of(f, s[0], s[1])), m_old);
-  /* a row still without a visible key keeps 0 (its shift taken as 0) */
-  LLVMValueRef none = LLVMBuildFCmp(b, LLVMRealOEQ, m_new, LLVMConstReal(gen->f32, -INFINITY), "");
-  LLVMValueRef shift = LLVMBuildSelect(b, none, LLVMConstReal(gen->f32, 0.0), m_new, "");
-  LLVMValueRef alpha = gen_splat(gen, gen_exp_f32(gen, LLVMBuildFSub(b, m_old, shift, "")), 16);
-  LLVMBuildStore(b, m_new, max_at);
-  for (int h = 0; h < 2; h++)
-    p[h] = LLVMBuildSelect(b, hidden[h], zero, gen_exp_f32(gen, LLVMBuildFSub(b, s[h], gen_splat(gen, shift, 16), "")),
-                           "");
-  LLVMValueRef sums_at = gen_element(gen, gen->f32, f->sums, gen_imul(gen, r.index, 16));
-  LLVMValueRef sum = LLVMBuildFMul(b, load16(f, sums_at, 16), alpha, "");
-  store16(f, LLVMBuildFAdd(b, LLVMBuildFAdd(b, sum, p[0], ""), p[1], ""), sums_at, 16);
-  for (int ct = 0; ct < f->v_tiles; ct++) {
-    LLVMValueRef at = gen_element(gen, gen->f32, f->acc,
-                                  gen_iadd(gen, gen_imul(gen, r.index, 16 * f->v_tiles), i64c(f, 16 * ct)));
+  LLVMValueRef query = LLVMBuildAdd(b, gen_splat(gen, LLVMBuildTrunc(b, i0, gen->i32, ""), 16),
+                                    lane_indices(f, 0, 1), "");
+  LLVMValueRef m_old = LLVMBuildLoad2(b, f->vf, f->max, "");
+  LLVMBuildStore(b, m_old, f->chunk_max);
+  GenLoop blk;
+  gen_loop_begin(gen, &blk, i64c(f, 0), count);
+  LLVMValueRef scores = gen_element(gen, gen->f32, f->scores, gen_imul(gen, blk.index, KEYS * 16));
+  LLVMValueRef m = LLVMBuildLoad2(b, f->vf, f->chunk_max, ""), hidden;
+  for (int e = 0; e < KEYS; e++)
+    m = max_of(f, m, visible_scores(f, scores, gen_iadd(gen, first, blk.index), e, query, &hidden));
+  LLVMBuildStore(b, m, f->chunk_max);
+  gen_loop_end(gen, &blk);
+
+  LLVMValueRef m_new = LLVMBuildLoad2(b, f->vf, f->chunk_max, "");
+  /* a query still without a visible key keeps 0 (its shift taken as 0) */
+  LLVMValueRef shift = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, m_new, neg_inf, ""), zero, m_new, "");
+  LLVMValueRef alpha = gen_exp_f32(gen, LLVMBuildFSub(b, m_old, shift, ""));
+  LLVMBuildStore(b, m_new, f->max);
+  LLVMBuildStore(b, LLVMBuildFMul(b, LLVMBuildLoad2(b, f->vf, f->sums, ""), alpha, ""), f->sums);
+  for (int c = 0; c < 16 * f->v_tiles; c++) {
+    LLVMValueRef at = gen_element(gen, gen->f32, f->acc, i64c(f, 16 * c));
     store16(f, LLVMBuildFMul(b, load16(f, at, 16), alpha, ""), at, 16);
   }
-  LLVMValueRef hi[2], lo[2];
-  LLVMValueRef row = gen_imul(gen, r.index, KEYS);
-  round_row(f, p, f->p_hi, row, hi);
-  for (int h = 0; h < 2; h++) lo[h] = LLVMBuildFSub(b, p[h], hi[h], "");
-  round_row(f, lo, f->p_lo, row, NULL);
-  gen_loop_end(gen, &r);
+
+  /* a pair of keys at a time, which keeps a few vectors live (all 32 rows
+   * at once spilled most of them) */
+  gen_loop_begin(gen, &blk, i64c(f, 0), count);
+  scores = gen_element(gen, gen->f32, f->scores, gen_imul(gen, blk.index, KEYS * 16));
+  LLVMValueRef sum = LLVMBuildLoad2(b, f->vf, f->sums, "");
+  LLVMValueRef tile = gen_imul(gen, blk.index, TILE_ELEMENTS);
+  for (int pair = 0; pair < KEYS / 2; pair++) {
+    LLVMValueRef p[2], lo[2], rounded[2];
+    for (int e = 0; e < 2; e++) {
+      LLVMValueRef s = visible_scores(f, scores, gen_iadd(gen, first, blk.index), 2 * pair + e, query, &hidden);
+      /* hidden lanes take exp(0), not exp(-inf), whose underflow costs a
+       * microcode assist on these CPUs */
+      LLVMValueRef x = LLVMBuildSelect(b, hidden, zero, LLVMBuildFSub(b, s, shift, ""), "");
+      p[e] = LLVMBuildSelect(b, hidden, zero, gen_exp_f32(gen, x), "");
+      sum = LLVMBuildFAdd(b, sum, p[e], "");
+    }
+    LLVMValueRef at = gen_iadd(gen, tile, i64c(f, 32 * pair));
+    round_pair(f, p, f->p_hi, at, rounded);
+    for (int e = 0; e < 2; e++) lo[e] = LLVMBuildFSub(b, p[e], rounded[e], "");
+    round_pair(f, lo, f->p_lo, at, NULL);
+  }
+  LLVMBuildStore(b, sum, f->sums);
+  gen_loop_end(gen, &blk);
 }
 
-/* O += (p_hi + p_lo) V over key block blk. */
-static void block_output(Flash *f, LLVMValueRef blk) {
+/* O^T += V^T (p_hi + p_lo)^T over a chunk's key blocks, four 16-column
+ * tiles of v at a time held in tiles 0-3 across the blocks (independent
+ * chains; A tiles 6 and 7 in turn, p's parts in 4 and 5). */
+static void chunk_output(Flash *f, LLVMValueRef first, LLVMValueRef count) {
   Gen *gen = f->gen;
-  LLVMValueRef row = i64c(f, ROW_BYTES), acc_row = i64c(f, ROW_BYTES * f->v_tiles);
-  cpu_amx_load(gen, 4, f->p_hi, row);
-  cpu_amx_load(gen, 5, f->p_lo, row);
-  for (int ct = 0; ct < f->v_tiles; ct++) {
-    LLVMValueRef c = gen_element(gen, gen->f32, f->acc, i64c(f, 16 * ct));
-    LLVMValueRef tile = gen_imul(gen, gen_iadd(gen, gen_imul(gen, blk, f->v_tiles), i64c(f, ct)), TILE_ELEMENTS);
-    cpu_amx_load(gen, 0, c, acc_row);
-    cpu_amx_load(gen, 6, gen_element(gen, gen->i16, f->vpack, tile), row);
-    cpu_amx_dot(gen, 0, 4, 6);
-    cpu_amx_dot(gen, 0, 5, 6);
-    cpu_amx_store(gen, 0, c, acc_row);
+  LLVMValueRef row = i64c(f, ROW_BYTES);
+  for (int ct0 = 0; ct0 < f->v_tiles; ct0 += 4) {
+    int group = (int)min64(4, f->v_tiles - ct0);
+    for (int g = 0; g < group; g++)
+      cpu_amx_load(gen, g, gen_element(gen, gen->f32, f->acc, i64c(f, TILE_ELEMENTS / 2 * (ct0 + g))), row);
+    GenLoop blk;
+    gen_loop_begin(gen, &blk, i64c(f, 0), count);
+    LLVMValueRef at = gen_imul(gen, blk.index, TILE_ELEMENTS);
+    cpu_amx_load(gen, 4, gen_element(gen, gen->i16, f->p_hi, at), row);
+    cpu_amx_load(gen, 5, gen_element(gen, gen->i16, f->p_lo, at), row);
+    for (int g = 0; g < group; g++) {
+      LLVMValueRef tile = gen_imul(
+          gen, gen_iadd(gen, gen_imul(gen, gen_iadd(gen, first, blk.index), f->v_tiles), i64c(f, ct0 + g)),
+          TILE_ELEMENTS);
+      cpu_amx_load(gen, 6 + g % 2, gen_element(gen, gen->i16, f->vpack, tile), row);
+      cpu_amx_dot(gen, g, 6 + g % 2, 4);
+      cpu_amx_dot(gen, g, 6 + g % 2, 5);
+    }
+    gen_loop_end(gen, &blk);
+    for (int g = 0; g < group; g++)
+      cpu_amx_store(gen, g, gen_element(gen, gen->f32, f->acc, i64c(f, TILE_ELEMENTS / 2 * (ct0 + g))), row);
   }
 }
 
-/* Rows row0 .. row0 + n - 1 of o (and lse): O / l and m + log l; a row
- * that saw no key gets o = 0 and lse = -inf. */
+/* Rows row0 .. row0 + n - 1 of o (and lse): O / l and m + log l, O^T
+ * transposed back; a row that saw no key gets o = 0 and lse = -inf. */
 static void store_rows(Flash *f, LLVMValueRef row0, LLVMValueRef n) {
   Gen *gen = f->gen;
   LLVMBuilderRef b = f->b;
-  GenLoop r;
-  gen_loop_begin(gen, &r, i64c(f, 0), n);
-  LLVMValueRef l = gen_lane_sum(gen, load16(f, gen_element(gen, gen->f32, f->sums, gen_imul(gen, r.index, 16)), 16));
-  LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, LLVMConstReal(gen->f32, 0.0), "");
-  LLVMValueRef denom = gen_splat(gen, LLVMBuildSelect(b, empty, LLVMConstReal(gen->f32, 1.0), l, ""), 16);
-  LLVMValueRef row = gen_iadd(gen, row0, r.index);
+  LLVMValueRef l = LLVMBuildLoad2(b, f->vf, f->sums, "");
+  LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, LLVMConstNull(f->vf), "");
+  LLVMValueRef denom = LLVMBuildSelect(b, empty, splat_f32(f, 1.0), l, "");
+  LLVMValueRef o[16][16]; /* [column tile][query] */
   for (int ct = 0; ct < f->v_tiles; ct++) {
-    LLVMValueRef at = gen_element(gen, gen->f32, f->acc,
-                                  gen_iadd(gen, gen_imul(gen, r.index, 16 * f->v_tiles), i64c(f, 16 * ct)));
-    LLVMValueRef o = LLVMBuildFDiv(b, load16(f, at, 16), denom, "");
-    store16(f, o, gen_element(gen, gen->f32, f->out, gen_iadd(gen, gen_imul(gen, row, f->dv), i64c(f, 16 * ct))),
-            min64(16, f->dv - 16 * ct));
+    for (int c = 0; c < 16; c++)
+      o[ct % 16][c] = LLVMBuildFDiv(
+          b, load16(f, gen_element(gen, gen->f32, f->acc, i64c(f, 16 * (16 * ct + c))), 16), denom, "");
+    gen_transpose_square(gen, o[ct % 16], 16);
+    for (int q = 0; q < 16; q++) {
+      LLVMValueRef row = gen_iadd(gen, row0, i64c(f, q));
+      LLVMBasicBlockRef store = LLVMAppendBasicBlockInContext(gen->context, LLVMGetBasicBlockParent(LLVMGetInsertBlock(b)), "store");
+      LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, LLVMGetBasicBlockParent(LLVMGetInsertBlock(b)), "next");
+      LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i64c(f, q), n, ""), store, next);
+      LLVMPositionBuilderAtEnd(b, store);
+      store16(f, o[ct % 16][q],
+              gen_element(gen, gen->f32, f->out, gen_iadd(gen, gen_imul(gen, row, f->dv), i64c(f, 16 * ct))),
+              min64(16, f->dv - 16 * ct));
+      if (f->lse && ct == 0) {
+        LLVMValueRef lq = LLVMBuildExtractElement(b, l, gen_i32(gen, q), "");
+        LLVMValueRef m = LLVMBuildExtractElement(b, LLVMBuildLoad2(b, f->vf, f->max, ""), gen_i32(gen, q), "");
+        LLVMValueRef lse = LLVMBuildFAdd(b, m, gen_libcall(gen, "logf", gen->f32, &gen->f32, &lq, 1), "");
+        LLVMValueRef none = LLVMBuildExtractElement(b, empty, gen_i32(gen, q), "");
+        LLVMBuildStore(b, LLVMBuildSelect(b, none, LLVMConstReal(gen->f32, -INFINITY), lse, ""),
+                       gen_element(gen, gen->f32, f->lse, row));
+      }
+      LLVMBuildBr(b, next);
+      LLVMPositionBuilderAtEnd(b, next);
+    }
   }
-  if (f->lse) {
-    LLVMValueRef m = gen_load_at(gen, gen->f32, f->max, r.index);
-    LLVMValueRef lse = LLVMBuildFAdd(b, m, gen_libcall(gen, "logf", gen->f32, &gen->f32, &l, 1), "");
-    LLVMBuildStore(b, LLVMBuildSelect(b, empty, LLVMConstReal(gen->f32, -INFINITY), lse, ""),
-                   gen_element(gen, gen->f32, f->lse, row));
-  }
-  gen_loop_end(gen, &r);
 }
 
 static LLVMValueRef stack_array(Flash *f, LLVMTypeRef element, int64_t count, const char *name) {
@@ -384,12 +441,13 @@ static LLVMValueRef emit_forward(Gen *gen, const Kernel *kernel, const char *nam
   f.kpack = stack_array(&f, gen->i16, f.key_blocks * 2 * f.d_steps * TILE_ELEMENTS, "kpack");
   f.vpack = stack_array(&f, gen->i16, f.key_blocks * f.v_tiles * TILE_ELEMENTS, "vpack");
   f.qpack = stack_array(&f, gen->i16, f.d_steps * TILE_ELEMENTS, "qpack");
-  f.scores = stack_array(&f, gen->f32, ROWS * KEYS, "scores");
-  f.p_hi = stack_array(&f, gen->i16, TILE_ELEMENTS, "p_hi");
-  f.p_lo = stack_array(&f, gen->i16, TILE_ELEMENTS, "p_lo");
+  f.scores = stack_array(&f, gen->f32, CHUNK_BLOCKS * KEYS * ROWS, "scores");
+  f.p_hi = stack_array(&f, gen->i16, CHUNK_BLOCKS * TILE_ELEMENTS, "p_hi");
+  f.p_lo = stack_array(&f, gen->i16, CHUNK_BLOCKS * TILE_ELEMENTS, "p_lo");
   f.acc = stack_array(&f, gen->f32, ROWS * 16 * f.v_tiles, "acc");
-  f.max = stack_array(&f, gen->f32, ROWS, "max");
-  f.sums = stack_array(&f, gen->f32, ROWS * 16, "sums");
+  f.max = gen_entry_alloca(gen, f.vf, "max");
+  f.sums = gen_entry_alloca(gen, f.vf, "sums");
+  f.chunk_max = gen_entry_alloca(gen, f.vf, "chunk_max");
   LLVMValueRef packed = gen_entry_alloca(gen, gen->i64, "packed_batch");
   LLVMValueRef next_row = gen_entry_alloca(gen, gen->i64, "row");
   LLVMBuildStore(b, i64c(&f, -1), packed);
@@ -418,23 +476,23 @@ static LLVMValueRef emit_forward(Gen *gen, const Kernel *kernel, const char *nam
   LLVMBuildBr(b, rows);
   LLVMPositionBuilderAtEnd(b, rows);
   pack_queries(&f, batch, i0, count);
-  GenLoop r;
-  gen_loop_begin(gen, &r, i64c(&f, 0), i64c(&f, ROWS));
-  LLVMBuildStore(b, LLVMConstReal(gen->f32, -INFINITY), gen_element(gen, gen->f32, f.max, r.index));
-  gen_loop_end(gen, &r);
-  LLVMBuildMemSet(b, LLVMBuildBitCast(b, f.sums, gen->ptr, ""), LLVMConstInt(gen->i8, 0, false),
-                  i64c(&f, ROWS * 16 * 4), 64);
+  LLVMBuildStore(b, splat_f32(&f, -INFINITY), f.max);
+  LLVMBuildStore(b, LLVMConstNull(f.vf), f.sums);
   LLVMBuildMemSet(b, LLVMBuildBitCast(b, f.acc, gen->ptr, ""), LLVMConstInt(gen->i8, 0, false),
                   i64c(&f, ROWS * 16 * f.v_tiles * 4), 64);
   /* keys [0, i0 + count) when causal, else all */
   LLVMValueRef keys = f.causal ? gen_iadd(gen, i0, count) : i64c(&f, f.s);
   LLVMValueRef blocks = LLVMBuildUDiv(b, gen_iadd(gen, keys, i64c(&f, KEYS - 1)), i64c(&f, KEYS), "");
-  GenLoop blk;
-  gen_loop_begin(gen, &blk, i64c(&f, 0), blocks);
-  block_scores(&f, blk.index);
-  block_softmax(&f, blk.index, i0);
-  block_output(&f, blk.index);
+  GenLoop chunk, blk;
+  cpu_step_loop_begin(gen, &chunk, blocks, CHUNK_BLOCKS);
+  LLVMValueRef in_chunk = cpu_min64(gen, i64c(&f, CHUNK_BLOCKS), LLVMBuildSub(b, blocks, chunk.index, ""));
+  gen_loop_begin(gen, &blk, i64c(&f, 0), in_chunk);
+  block_scores(&f, gen_iadd(gen, chunk.index, blk.index),
+               gen_element(gen, gen->f32, f.scores, gen_imul(gen, blk.index, KEYS * ROWS)));
   gen_loop_end(gen, &blk);
+  chunk_softmax(&f, chunk.index, in_chunk, i0);
+  chunk_output(&f, chunk.index, in_chunk);
+  cpu_step_loop_end(gen, &chunk);
   store_rows(&f, row0, count);
   LLVMBuildStore(b, gen_iadd(gen, row0, count), next_row);
   LLVMBuildBr(b, header);
