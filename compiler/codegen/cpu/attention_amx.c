@@ -2,33 +2,28 @@
  * ptx/attention_mma.c, for the same ops: attention (with or without the
  * attention_lse kernel formation paired with it), no mask input (causal or
  * not), whose q, k and v are bf16 values (--dtype bf16 graphs, where each
- * is a cast of a bf16 node, so their bf16 copies are exact). Every other
- * attention kernel, and this one on a CPU without AMX (the runtime's
- * tfm_cpu_kernels), runs attention.c's.
+ * is a cast of a bf16 node, so their bf16 copies are exact). Also the
+ * choice, at each call, between these kernels (this forward, and the
+ * merged backward of attention_amx_backward.c) and attention.c's: the
+ * tiles' when the runtime's tfm_cpu_kernels() is AMX.
  *
- * A tile is 16 query rows of one batch; keys go in blocks of 32:
- *   S = Q K^T       two C tiles (16 x 16 f32 each) from the head in steps
- *                   of 32 (A: the rows' q, B: the block's k as pairs),
- *   softmax         per row on two zmm of 16 scores: scale, hide keys
- *                   past the end (and past the diagonal when causal), the
- *                   running max m and per-lane sums l, the output rescaled
- *                   by exp(m - m') (FlashAttention's online softmax, as
- *                   attention.c's),
- *   O += P V        P as two bf16 parts, p_hi = bf16(p) and p_lo =
- *                   bf16(p - p_hi), each an A tile of 16 rows x 32 keys,
- *                   against the block's v as pairs of keys (B), into O's
- *                   16 x 16 column tiles (loaded, multiplied into, stored).
- * o = O / l and lse = m + log l, as attention.c's. So products and sums
- * are f32, o differs from attention.c's by the order of its sums and p's
- * split (2^-17 of p), as the GPU's mma kernel does.
- *
- * Layouts (bf16 as i16; a tile 16 rows x 64 bytes, 512 elements): q of the
- * tile as A tiles, one a step of 32 along the head; k of the batch, packed
- * once a batch a call, as B tiles (row r: the pairs of head elements 2r,
- * 2r + 1 of 16 keys), block by block, step by step, two halves of 16
- * keys; v likewise per block and 16-column tile (row r: keys 2r, 2r + 1 of
- * each column). Head elements past D and keys past S are packed as zeros
- * and copies of the last key (their p is 0). */
+ * A tile is 16 queries of one batch, which are the lanes of every zmm
+ * below; keys go in blocks of 32 and chunks of 8 blocks:
+ *   S^T = K Q^T     per block two C tiles (16 keys x 16 queries each),
+ *                   the head in steps of 32 (A: k rows, B: q transposed),
+ *                   stored for the chunk;
+ *   softmax         lane-wise: scale, hide keys past the end (and past the
+ *                   query when causal), the chunk's max m', the sums l and
+ *                   the output rescaled once by exp(m - m') (FlashAttention's
+ *                   online softmax), p = exp(s - m') as two bf16 parts,
+ *                   p_hi = bf16(p) and p_lo = bf16(p - p_hi), in the B
+ *                   layout (pairs of keys x 16 queries);
+ *   O^T += V^T P^T  O^T's 16-column tiles (of v, rows here) held in tiles
+ *                   0-3 across the chunk's blocks (A: v transposed).
+ * o = O / l (O^T transposed back) and lse = m + log l. Products and sums
+ * are f32, so o differs from attention.c's by the order of its sums and
+ * p's split (2^-17 of p), as the GPU's mma kernel does. k and v are packed
+ * once per batch a call (attention_amx_pack.c), q once per tile. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -51,9 +46,10 @@ typedef struct Flash {
   bool causal;
   double scale;
   LLVMValueRef q, k, v, out, lse;
-  /* packed k and v of a batch, q of a tile; a block's scores (16 x 32
-   * f32), p's two parts (A tiles); the tile's output sums O (16 x 16
-   * v_tiles f32), running maxima (16) and lane sums of l (16 x 16) */
+  /* packed k and v of a batch, q of a tile; a chunk's scores (per block
+   * 32 keys x 16 queries, f32) and p's two parts (per block a B tile);
+   * the tile's O^T (16 v_tiles rows x 16 queries, f32), and per query its
+   * running max, sum l and the chunk's max (vectors) */
   LLVMValueRef kpack, vpack, qpack, scores, p_hi, p_lo, acc, max, sums, chunk_max;
 } Flash;
 
@@ -69,13 +65,11 @@ static void block_scores(Flash *f, LLVMValueRef blk, LLVMValueRef dst) {
   cpu_amx_zero(gen, 0);
   cpu_amx_zero(gen, 1);
   for (int step = 0; step < f->d_steps; step++) {
+    cpu_amx_load(gen, 4, amx_tile(gen, f->qpack, i64c(f, 0), 0, step), row);
     /* the block's two groups of 16 keys, 2 blk and 2 blk + 1 */
-    LLVMValueRef tile = gen_iadd(gen, gen_imul(gen, blk, 2 * f->d_steps), i64c(f, step));
-    cpu_amx_load(gen, 4, gen_element(gen, gen->i16, f->qpack, i64c(f, step * AMX_TILE_ELEMENTS)), row);
-    cpu_amx_load(gen, 6, gen_element(gen, gen->i16, f->kpack, gen_imul(gen, tile, AMX_TILE_ELEMENTS)), row);
-    cpu_amx_load(gen, 7, gen_element(gen, gen->i16, f->kpack,
-                                     gen_imul(gen, gen_iadd(gen, tile, i64c(f, f->d_steps)), AMX_TILE_ELEMENTS)),
-                 row);
+    for (int h = 0; h < 2; h++)
+      cpu_amx_load(gen, 6 + h, amx_tile(gen, f->kpack, gen_iadd(gen, gen_imul(gen, blk, 2), i64c(f, h)), f->d_steps, step),
+                   row);
     cpu_amx_dot(gen, 0, 6, 4);
     cpu_amx_dot(gen, 1, 7, 4);
   }
@@ -169,14 +163,10 @@ static void chunk_output(Flash *f, LLVMValueRef first, LLVMValueRef count) {
       cpu_amx_load(gen, g, gen_element(gen, gen->f32, f->acc, i64c(f, AMX_TILE_ELEMENTS / 2 * (ct0 + g))), row);
     GenLoop blk;
     gen_loop_begin(gen, &blk, i64c(f, 0), count);
-    LLVMValueRef at = gen_imul(gen, blk.index, AMX_TILE_ELEMENTS);
-    cpu_amx_load(gen, 4, gen_element(gen, gen->i16, f->p_hi, at), row);
-    cpu_amx_load(gen, 5, gen_element(gen, gen->i16, f->p_lo, at), row);
+    cpu_amx_load(gen, 4, amx_tile(gen, f->p_hi, blk.index, 1, 0), row);
+    cpu_amx_load(gen, 5, amx_tile(gen, f->p_lo, blk.index, 1, 0), row);
     for (int g = 0; g < group; g++) {
-      LLVMValueRef tile = gen_imul(
-          gen, gen_iadd(gen, gen_imul(gen, gen_iadd(gen, first, blk.index), f->v_tiles), i64c(f, ct0 + g)),
-          AMX_TILE_ELEMENTS);
-      cpu_amx_load(gen, 6 + g % 2, gen_element(gen, gen->i16, f->vpack, tile), row);
+      cpu_amx_load(gen, 6 + g % 2, amx_tile(gen, f->vpack, gen_iadd(gen, first, blk.index), f->v_tiles, ct0 + g), row);
       cpu_amx_dot(gen, g, 6 + g % 2, 4);
       cpu_amx_dot(gen, g, 6 + g % 2, 5);
     }
@@ -186,41 +176,32 @@ static void chunk_output(Flash *f, LLVMValueRef first, LLVMValueRef count) {
   }
 }
 
-/* Rows row0 .. row0 + n - 1 of o (and lse): O / l and m + log l, O^T
- * transposed back; a row that saw no key gets o = 0 and lse = -inf. */
+/* Rows row0 .. row0 + n - 1 of o (and lse): O / l (O^T transposed back)
+ * and m + log l; a row that saw no key gets o = 0 and lse = -inf. */
 static void store_rows(Flash *f, LLVMValueRef row0, LLVMValueRef n) {
   Gen *gen = f->gen;
   LLVMBuilderRef b = f->b;
-  LLVMValueRef l = LLVMBuildLoad2(b, amx_f32x16(f->gen), f->sums, "");
-  LLVMValueRef empty = LLVMBuildFCmp(b, LLVMRealOEQ, l, LLVMConstNull(amx_f32x16(f->gen)), "");
-  LLVMValueRef denom = LLVMBuildSelect(b, empty, amx_splat_f32(f->gen, 1.0), l, "");
-  LLVMValueRef o[16][16]; /* [column tile][query] */
+  LLVMTypeRef vf = amx_f32x16(gen);
+  LLVMValueRef l = LLVMBuildLoad2(b, vf, f->sums, "");
+  LLVMValueRef denom = LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOEQ, l, LLVMConstNull(vf), ""),
+                                       amx_splat_f32(gen, 1.0), l, "");
   for (int ct = 0; ct < f->v_tiles; ct++) {
+    LLVMValueRef o[16];
     for (int c = 0; c < 16; c++)
-      o[ct % 16][c] = LLVMBuildFDiv(
-          b, amx_load16(f->gen, gen_element(gen, gen->f32, f->acc, i64c(f, 16 * (16 * ct + c))), 16), denom, "");
-    gen_transpose_square(gen, o[ct % 16], 16);
-    for (int q = 0; q < 16; q++) {
-      LLVMValueRef row = gen_iadd(gen, row0, i64c(f, q));
-      LLVMBasicBlockRef store = LLVMAppendBasicBlockInContext(gen->context, LLVMGetBasicBlockParent(LLVMGetInsertBlock(b)), "store");
-      LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, LLVMGetBasicBlockParent(LLVMGetInsertBlock(b)), "next");
-      LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, i64c(f, q), n, ""), store, next);
-      LLVMPositionBuilderAtEnd(b, store);
-      amx_store16(f->gen, o[ct % 16][q],
-              gen_element(gen, gen->f32, f->out, gen_iadd(gen, gen_imul(gen, row, f->dv), i64c(f, 16 * ct))),
-              min64(16, f->dv - 16 * ct));
-      if (f->lse && ct == 0) {
-        LLVMValueRef lq = LLVMBuildExtractElement(b, l, gen_i32(gen, q), "");
-        LLVMValueRef m = LLVMBuildExtractElement(b, LLVMBuildLoad2(b, amx_f32x16(f->gen), f->max, ""), gen_i32(gen, q), "");
-        LLVMValueRef lse = LLVMBuildFAdd(b, m, gen_libcall(gen, "logf", gen->f32, &gen->f32, &lq, 1), "");
-        LLVMValueRef none = LLVMBuildExtractElement(b, empty, gen_i32(gen, q), "");
-        LLVMBuildStore(b, LLVMBuildSelect(b, none, LLVMConstReal(gen->f32, -INFINITY), lse, ""),
-                       gen_element(gen, gen->f32, f->lse, row));
-      }
-      LLVMBuildBr(b, next);
-      LLVMPositionBuilderAtEnd(b, next);
-    }
+      o[c] = LLVMBuildFDiv(b, amx_load16(gen, gen_element(gen, gen->f32, f->acc, i64c(f, 16 * (16 * ct + c))), 16),
+                           denom, "");
+    amx_store_columns(gen, o, f->out, row0, n, f->dv, 16 * ct);
   }
+  if (!f->lse) return;
+  GenLoop q;
+  gen_loop_begin(gen, &q, i64c(f, 0), n);
+  LLVMValueRef lq = gen_load_at(gen, gen->f32, LLVMBuildBitCast(b, f->sums, LLVMPointerType(gen->f32, 0), ""), q.index);
+  LLVMValueRef mq = gen_load_at(gen, gen->f32, LLVMBuildBitCast(b, f->max, LLVMPointerType(gen->f32, 0), ""), q.index);
+  LLVMValueRef lse = LLVMBuildFAdd(b, mq, gen_libcall(gen, "logf", gen->f32, &gen->f32, &lq, 1), "");
+  LLVMValueRef none = LLVMBuildFCmp(b, LLVMRealOEQ, lq, LLVMConstReal(gen->f32, 0.0), "");
+  LLVMBuildStore(b, LLVMBuildSelect(b, none, LLVMConstReal(gen->f32, -INFINITY), lse, ""),
+                 gen_element(gen, gen->f32, f->lse, gen_iadd(gen, row0, q.index)));
+  gen_loop_end(gen, &q);
 }
 
 static int64_t packed_bytes(int64_t s, int64_t d, int64_t dv) {

@@ -32,6 +32,8 @@ LLVMValueRef amx_load16(Gen *gen, LLVMValueRef base, int64_t valid);
 void amx_store16(Gen *gen, LLVMValueRef v, LLVMValueRef base, int64_t valid);
 /* x > y ? x : y, lane by lane (vmaxps). */
 LLVMValueRef amx_max(Gen *gen, LLVMValueRef x, LLVMValueRef y);
+/* Tile outer count + inner of a packed operand (an i16 array). */
+LLVMValueRef amx_tile(Gen *gen, LLVMValueRef base, LLVMValueRef outer, int64_t count, int64_t inner);
 /* A stack array of count elements, 64-byte aligned, as an element pointer. */
 LLVMValueRef amx_stack_array(Gen *gen, LLVMTypeRef element, int64_t count, const char *name);
 
@@ -42,6 +44,12 @@ LLVMValueRef amx_stack_array(Gen *gen, LLVMTypeRef element, int64_t count, const
  * is NULL. */
 void amx_round_pair(Gen *gen, LLVMValueRef *x, bool interleave, LLVMValueRef base, LLVMValueRef index,
                     LLVMValueRef *rounded);
+
+/* x[c] (16 f32 lanes, one a row) is column `column` + c of rows row0 ..
+ * row0 + 15 of dst (row-major, len columns): stored, transposed, for the
+ * rows i < count (count at most 16) and the columns below len. */
+void amx_store_columns(Gen *gen, LLVMValueRef *x, LLVMValueRef dst, LLVMValueRef row0, LLVMValueRef count,
+                       int64_t len, int64_t column);
 
 /* Row groups of 16 (groups of them, rows 16 g on), their elements in
  * steps of 32: tile (g steps + step) holds row j's elements 32 step ..

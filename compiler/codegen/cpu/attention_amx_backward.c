@@ -88,12 +88,8 @@ static void block_products(Backward *w, LLVMValueRef a, LLVMValueRef bt, int64_t
   for (int c = 0; c < 4; c++) cpu_amx_zero(gen, c);
   for (int64_t step = 0; step < steps; step++) {
     for (int h = 0; h < 2; h++) {
-      LLVMValueRef tile = gen_iadd(gen, gen_imul(gen, gen_iadd(gen, gen_imul(gen, kt, 2), i64c(w, h)), steps), i64c(w, step));
-      cpu_amx_load(gen, 4 + h, gen_element(gen, gen->i16, a, gen_imul(gen, tile, AMX_TILE_ELEMENTS)), row);
-    }
-    for (int u = 0; u < 2; u++) {
-      LLVMValueRef tile = gen_iadd(gen, gen_imul(gen, gen_iadd(gen, gen_imul(gen, qb, 2), i64c(w, u)), steps), i64c(w, step));
-      cpu_amx_load(gen, 6 + u, gen_element(gen, gen->i16, bt, gen_imul(gen, tile, AMX_TILE_ELEMENTS)), row);
+      cpu_amx_load(gen, 4 + h, amx_tile(gen, a, gen_iadd(gen, gen_imul(gen, kt, 2), i64c(w, h)), steps, step), row);
+      cpu_amx_load(gen, 6 + h, amx_tile(gen, bt, gen_iadd(gen, gen_imul(gen, qb, 2), i64c(w, h)), steps, step), row);
     }
     for (int c = 0; c < 4; c++) cpu_amx_dot(gen, c, 4 + c / 2, 6 + c % 2);
   }
@@ -160,14 +156,14 @@ static void block_softmax_grad(Backward *w, LLVMValueRef kt, LLVMValueRef qb) {
 
 /* acc (rows of `tiles` 16-column tiles, f32) += (A_hi + A_lo) B for each
  * group of 16 rows h < 2 (A: tile h of a_hi and a_lo) and column tile ct
- * (B: tile `b_first` + ct of bt), up to four C tiles at a time. */
+ * (B: tile qb tiles + ct of bt), up to four C tiles at a time. */
 static void accumulate_rows(Backward *w, LLVMValueRef acc, int64_t tiles, LLVMValueRef a_hi, LLVMValueRef a_lo,
-                            LLVMValueRef bt, LLVMValueRef b_first) {
+                            LLVMValueRef bt, LLVMValueRef qb) {
   Gen *gen = w->gen;
   LLVMValueRef row = i64c(w, AMX_ROW_BYTES), acc_row = i64c(w, AMX_ROW_BYTES * tiles);
   for (int h = 0; h < 2; h++) {
-    cpu_amx_load(gen, 4, gen_element(gen, gen->i16, a_hi, i64c(w, AMX_TILE_ELEMENTS * h)), row);
-    cpu_amx_load(gen, 5, gen_element(gen, gen->i16, a_lo, i64c(w, AMX_TILE_ELEMENTS * h)), row);
+    cpu_amx_load(gen, 4, amx_tile(gen, a_hi, i64c(w, 0), 0, h), row);
+    cpu_amx_load(gen, 5, amx_tile(gen, a_lo, i64c(w, 0), 0, h), row);
     for (int64_t ct0 = 0; ct0 < tiles; ct0 += 4) {
       int group = (int)min64(4, tiles - ct0);
       LLVMValueRef c[4];
@@ -176,8 +172,7 @@ static void accumulate_rows(Backward *w, LLVMValueRef acc, int64_t tiles, LLVMVa
         cpu_amx_load(gen, g, c[g], acc_row);
       }
       for (int g = 0; g < group; g++) {
-        LLVMValueRef tile = gen_imul(gen, gen_iadd(gen, b_first, i64c(w, ct0 + g)), AMX_TILE_ELEMENTS);
-        cpu_amx_load(gen, 6 + g % 2, gen_element(gen, gen->i16, bt, tile), row);
+        cpu_amx_load(gen, 6 + g % 2, amx_tile(gen, bt, qb, tiles, ct0 + g), row);
         cpu_amx_dot(gen, g, 4, 6 + g % 2);
         cpu_amx_dot(gen, g, 5, 6 + g % 2);
       }
@@ -192,8 +187,8 @@ static void accumulate_dq(Backward *w, LLVMValueRef kt, LLVMValueRef qb) {
   int64_t columns = w->query_blocks * BLOCK;
   LLVMValueRef row = i64c(w, AMX_ROW_BYTES), dq_row = i64c(w, 4 * columns);
   for (int u = 0; u < 2; u++) {
-    cpu_amx_load(gen, 4, gen_element(gen, gen->i16, w->dsb_hi, i64c(w, AMX_TILE_ELEMENTS * u)), row);
-    cpu_amx_load(gen, 5, gen_element(gen, gen->i16, w->dsb_lo, i64c(w, AMX_TILE_ELEMENTS * u)), row);
+    cpu_amx_load(gen, 4, amx_tile(gen, w->dsb_hi, i64c(w, 0), 0, u), row);
+    cpu_amx_load(gen, 5, amx_tile(gen, w->dsb_lo, i64c(w, 0), 0, u), row);
     LLVMValueRef column = gen_iadd(gen, gen_imul(gen, qb, BLOCK), i64c(w, 16 * u));
     for (int64_t dt0 = 0; dt0 < w->d_tiles; dt0 += 4) {
       int group = (int)min64(4, w->d_tiles - dt0);
@@ -203,9 +198,7 @@ static void accumulate_dq(Backward *w, LLVMValueRef kt, LLVMValueRef qb) {
         cpu_amx_load(gen, g, c[g], dq_row);
       }
       for (int g = 0; g < group; g++) {
-        LLVMValueRef tile = gen_imul(gen, gen_iadd(gen, gen_imul(gen, kt, w->d_tiles), i64c(w, dt0 + g)),
-                                     AMX_TILE_ELEMENTS);
-        cpu_amx_load(gen, 6 + g % 2, gen_element(gen, gen->i16, w->k_cols, tile), row);
+        cpu_amx_load(gen, 6 + g % 2, amx_tile(gen, w->k_cols, kt, w->d_tiles, dt0 + g), row);
         cpu_amx_dot(gen, g, 6 + g % 2, 4);
         cpu_amx_dot(gen, g, 6 + g % 2, 5);
       }
@@ -235,29 +228,19 @@ static void store_rows(Backward *w, LLVMValueRef dst, LLVMValueRef first, LLVMVa
  * stored. */
 static void store_dq(Backward *w, LLVMValueRef dq) {
   Gen *gen = w->gen;
-  LLVMBuilderRef b = w->b;
   int64_t columns = w->query_blocks * BLOCK;
   GenLoop sq;
   gen_loop_begin(gen, &sq, i64c(w, 0), i64c(w, columns / 16));
+  LLVMValueRef row0 = gen_imul(gen, sq.index, 16);
+  LLVMValueRef count = cpu_min64(gen, i64c(w, 16), LLVMBuildSub(w->b, i64c(w, w->t), row0, ""));
   for (int64_t dt = 0; dt < w->d_tiles; dt++) {
     LLVMValueRef x[16];
     for (int c = 0; c < 16; c++) {
-      LLVMValueRef at = gen_iadd(gen, i64c(w, columns * (16 * dt + c)), gen_imul(gen, sq.index, 16));
-      x[c] = LLVMBuildFMul(b, amx_load16(gen, gen_element(gen, gen->f32, w->dqt, at), 16), amx_splat_f32(gen, w->scale), "");
+      LLVMValueRef at = gen_iadd(gen, i64c(w, columns * (16 * dt + c)), row0);
+      x[c] = LLVMBuildFMul(w->b, amx_load16(gen, gen_element(gen, gen->f32, w->dqt, at), 16),
+                           amx_splat_f32(gen, w->scale), "");
     }
-    gen_transpose_square(gen, x, 16);
-    for (int i = 0; i < 16; i++) {
-      LLVMValueRef row = gen_iadd(gen, gen_imul(gen, sq.index, 16), i64c(w, i));
-      LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
-      LLVMBasicBlockRef store = LLVMAppendBasicBlockInContext(gen->context, fn, "store_dq");
-      LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next_dq");
-      LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, row, i64c(w, w->t), ""), store, next);
-      LLVMPositionBuilderAtEnd(b, store);
-      amx_store16(gen, x[i], gen_element(gen, gen->f32, dq, gen_iadd(gen, gen_imul(gen, row, w->d), i64c(w, 16 * dt))),
-                  min64(16, w->d - 16 * dt));
-      LLVMBuildBr(b, next);
-      LLVMPositionBuilderAtEnd(b, next);
-    }
+    amx_store_columns(gen, x, dq, row0, count, w->d, 16 * dt);
   }
   gen_loop_end(gen, &sq);
 }
@@ -343,8 +326,8 @@ LLVMValueRef cpu_emit_attention_amx_backward(Gen *gen, const Kernel *kernel, con
   block_products(&w, w.k_rows, w.q_cols, w.d_steps, key_block.index, query_block.index, w.scores);
   block_products(&w, w.v_rows, w.do_cols, w.v_steps, key_block.index, query_block.index, w.dp);
   block_softmax_grad(&w, key_block.index, query_block.index);
-  accumulate_rows(&w, w.dv_sums, w.v_tiles, w.p_hi, w.p_lo, w.do_pairs, gen_imul(gen, query_block.index, w.v_tiles));
-  accumulate_rows(&w, w.dk_sums, w.d_tiles, w.ds_hi, w.ds_lo, w.q_pairs, gen_imul(gen, query_block.index, w.d_tiles));
+  accumulate_rows(&w, w.dv_sums, w.v_tiles, w.p_hi, w.p_lo, w.do_pairs, query_block.index);
+  accumulate_rows(&w, w.dk_sums, w.d_tiles, w.ds_hi, w.ds_lo, w.q_pairs, query_block.index);
   accumulate_dq(&w, key_block.index, query_block.index);
   gen_loop_end(gen, &query_block);
   LLVMValueRef first = gen_imul(gen, key_block.index, BLOCK);

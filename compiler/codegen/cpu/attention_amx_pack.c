@@ -59,6 +59,11 @@ LLVMValueRef amx_max(Gen *gen, LLVMValueRef x, LLVMValueRef y) {
   return LLVMBuildSelect(b, LLVMBuildFCmp(b, LLVMRealOGT, x, y, ""), x, y, "");
 }
 
+LLVMValueRef amx_tile(Gen *gen, LLVMValueRef base, LLVMValueRef outer, int64_t count, int64_t inner) {
+  LLVMValueRef tile = gen_iadd(gen, gen_imul(gen, outer, count), gen_i64(gen, inner));
+  return gen_element(gen, gen->i16, base, gen_imul(gen, tile, AMX_TILE_ELEMENTS));
+}
+
 LLVMValueRef amx_stack_array(Gen *gen, LLVMTypeRef element, int64_t count, const char *name) {
   LLVMValueRef a = gen_entry_alloca(gen, LLVMArrayType(element, (unsigned)count), name);
   LLVMSetAlignment(a, 64);
@@ -89,6 +94,24 @@ void amx_round_pair(Gen *gen, LLVMValueRef *x, bool interleave, LLVMValueRef bas
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+void amx_store_columns(Gen *gen, LLVMValueRef *x, LLVMValueRef dst, LLVMValueRef row0, LLVMValueRef count,
+                       int64_t len, int64_t column) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  gen_transpose_square(gen, x, 16);
+  for (int i = 0; i < 16; i++) {
+    LLVMBasicBlockRef store = LLVMAppendBasicBlockInContext(gen->context, fn, "store_row");
+    LLVMBasicBlockRef next = LLVMAppendBasicBlockInContext(gen->context, fn, "next_row");
+    LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntSLT, gen_i64(gen, i), count, ""), store, next);
+    LLVMPositionBuilderAtEnd(b, store);
+    LLVMValueRef row = gen_iadd(gen, row0, gen_i64(gen, i));
+    amx_store16(gen, x[i], gen_element(gen, gen->f32, dst, gen_iadd(gen, gen_imul(gen, row, len), gen_i64(gen, column))),
+                min64(16, len - column));
+    LLVMBuildBr(b, next);
+    LLVMPositionBuilderAtEnd(b, next);
+  }
+}
+
 /* The bf16 pair (low, high) of two bf16-valued floats as one i32. */
 static LLVMValueRef pair_of(Gen *gen, LLVMValueRef low, LLVMValueRef high) {
   LLVMBuilderRef b = gen->builder;
@@ -107,12 +130,12 @@ static LLVMValueRef row_pairs(Gen *gen, LLVMValueRef base, int64_t valid) {
   return pair_of(gen, even, odd);
 }
 
-/* 16 rows of 16 pairs stored as the tile at element `tile`, transposed
- * first (row p: lane p of each) when asked. */
-static void store_tile(Gen *gen, LLVMValueRef *rows, bool transposed, LLVMValueRef dst, LLVMValueRef tile) {
+/* 16 rows of 16 pairs stored as the tile at `tile`, transposed first
+ * (row p: lane p of each) when asked. */
+static void store_tile(Gen *gen, LLVMValueRef *rows, bool transposed, LLVMValueRef tile) {
   if (transposed) gen_transpose_square(gen, rows, 16);
   for (int p = 0; p < 16; p++) {
-    LLVMValueRef at = vector_at(gen, amx_i32x16(gen), gen->i16, dst, gen_iadd(gen, tile, gen_i64(gen, 32 * p)));
+    LLVMValueRef at = vector_at(gen, amx_i32x16(gen), gen->i16, tile, gen_i64(gen, 32 * p));
     LLVMSetAlignment(LLVMBuildStore(gen->builder, rows[p], at), 4);
   }
 }
@@ -134,8 +157,7 @@ void amx_pack_row_steps(Gen *gen, LLVMValueRef dst, LLVMValueRef src, LLVMValueR
       LLVMValueRef row = gen_iadd(gen, gen_imul(gen, g.index, 16), gen_i64(gen, j));
       pairs[j] = row_pairs(gen, row_at(gen, src, row, rows, len, 32 * step), min64(32, len - 32 * step));
     }
-    store_tile(gen, pairs, transposed, dst,
-               gen_imul(gen, gen_iadd(gen, gen_imul(gen, g.index, steps), gen_i64(gen, step)), AMX_TILE_ELEMENTS));
+    store_tile(gen, pairs, transposed, amx_tile(gen, dst, g.index, steps, step));
   }
   gen_loop_end(gen, &g);
 }
@@ -155,8 +177,7 @@ void amx_pack_row_pairs(Gen *gen, LLVMValueRef dst, LLVMValueRef src, LLVMValueR
       }
       pairs[p] = pair_of(gen, x[0], x[1]);
     }
-    store_tile(gen, pairs, transposed, dst,
-               gen_imul(gen, gen_iadd(gen, gen_imul(gen, blk.index, tiles), gen_i64(gen, ct)), AMX_TILE_ELEMENTS));
+    store_tile(gen, pairs, transposed, amx_tile(gen, dst, blk.index, tiles, ct));
   }
   gen_loop_end(gen, &blk);
 }
