@@ -273,7 +273,8 @@ static void softmax(void) {
  * FlashAttention does, 1.8e-3). Sizes: not multiples of the 16-row
  * blocks, heads of 64 (gpt's) and of 40 and 24 (fragments and C tiles
  * cut short), causal and not, T != S, more rows than a launch block
- * takes; `grads` picks which of dq, dk, dv
+ * takes, more keys than the AMX forward's chunk of 256 (attention_amx.c);
+ * `grads` picks which of dq, dk, dv
  * (bits 0, 1, 2) are outputs, so grad_k and grad_v also run alone. */
 static void attention_case(const char *name, GraphShape batch, int64_t t, int64_t s, int64_t d,
                            int64_t dv, bool causal, unsigned grads) {
@@ -326,6 +327,10 @@ static void attention(void) {
    * bounds start and stop off the first's, and keys past 128 */
   attention_case("bf16 attention causal, 150 rows", SHAPE(2), 150, 150, 32, 64, true, 7);
   attention_case("bf16 attention 150 queries, 70 keys", SHAPE(1), 150, 70, 64, 40, false, 7);
+  /* past 256 keys the AMX forward's softmax runs in chunks, rescaling
+   * what the earlier chunks summed */
+  attention_case("bf16 attention 20 queries, 300 keys", SHAPE(2), 20, 300, 64, 64, false, 7);
+  attention_case("bf16 attention causal, 290 rows", SHAPE(1), 290, 290, 32, 48, true, 7);
 }
 
 int main(void) {
