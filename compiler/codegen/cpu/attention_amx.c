@@ -209,7 +209,7 @@ static int64_t packed_bytes(int64_t s, int64_t d, int64_t dv) {
   return blocks * KEYS * ((d + 31) / 32 * 32 + (dv + 15) / 16 * 16) * 2;
 }
 
-static bool applies(const Gen *gen, const Kernel *kernel) {
+static bool forward_applies(const Gen *gen, const Kernel *kernel) {
   const Graph *g = gen->graph;
   const GraphNode *n = graph_node(g, kernel->root);
   if (gen->vector_bits < 512 || n->op != GRAPH_OP_ATTENTION || n->dtype != GRAPH_F32 || n->num_inputs != 3)
@@ -315,7 +315,7 @@ static LLVMValueRef emit_forward(Gen *gen, const Kernel *kernel, const char *nam
 void cpu_emit_attention_kernel(Gen *gen, int function, const Kernel *kernel) {
   emit_attention_kernel(gen, function, kernel, NULL);
   LLVMValueRef (*emit_tiles)(Gen *, const Kernel *, const char *) =
-      applies(gen, kernel)                              ? emit_forward
+      forward_applies(gen, kernel)                      ? emit_forward
       : cpu_attention_amx_backward_applies(gen, kernel) ? cpu_emit_attention_amx_backward
                                                         : NULL;
   if (!emit_tiles) return;
