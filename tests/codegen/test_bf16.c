@@ -275,9 +275,26 @@ static void softmax(void) {
  * cut short), causal and not, T != S, more rows than a launch block
  * takes, more keys than the AMX forward's chunk of 256 (attention_amx.c);
  * `grads` picks which of dq, dk, dv
- * (bits 0, 1, 2) are outputs, so grad_k and grad_v also run alone. */
+ * (bits 0, 1, 2) are outputs, so grad_k and grad_v also run alone.
+ * `padding` adds a padding mask [B, 1, .., S] (the AMX kernels take it;
+ * the GPU's keep their f32 kernels for it): random finite values, and
+ * -inf on batch b's last b + 1 keys (PAD_LAST) or on every key of batch 1
+ * (PAD_ALL: its rows see no key: lse = -inf, compared as -1000, o and the
+ * gradients 0). */
+enum { PAD_NONE, PAD_LAST, PAD_ALL };
+
+static void fill_padding(const Graph *g, GraphId mask, int padding, EvalValues *ref) {
+  const GraphShape *m = &graph_node(g, mask)->shape;
+  int64_t s = m->dims[m->rank - 1], n = graph_shape_numel(m);
+  for (int64_t e = 0; e < n; e++) {
+    int64_t j = e % s, b = e / s;
+    if ((padding == PAD_LAST && j >= s - 1 - b) || (padding == PAD_ALL && b == 1))
+      eval_set(ref, mask, e, -INFINITY);
+  }
+}
+
 static void attention_case(const char *name, GraphShape batch, int64_t t, int64_t s, int64_t d,
-                           int64_t dv, bool causal, unsigned grads) {
+                           int64_t dv, bool causal, unsigned grads, int padding) {
   Graph *g = graph_new();
   GraphShape qs = batch, ks = batch, vs = batch, os = batch;
   int r = batch.rank + 2;
@@ -290,27 +307,40 @@ static void attention_case(const char *name, GraphShape batch, int64_t t, int64_
   GraphId k = graph_cast(g, graph_input(g, "k", GRAPH_BF16, ks), GRAPH_F32);
   GraphId v = graph_cast(g, graph_input(g, "v", GRAPH_BF16, vs), GRAPH_F32);
   GraphId d_o = graph_cast(g, graph_input(g, "do", GRAPH_BF16, os), GRAPH_F32);
+  GraphId mask = GRAPH_NONE;
+  if (padding != PAD_NONE) {
+    GraphShape ms = {r, {0}};
+    for (int i = 0; i < r; i++) ms.dims[i] = 1;
+    ms.dims[0] = batch.dims[0];
+    ms.dims[r - 1] = s;
+    mask = graph_input(g, "mask", GRAPH_F32, ms);
+  }
+  int masked = mask == GRAPH_NONE ? 0 : 1;
   double scale = 1.0 / sqrt((double)d);
-  GraphId o = graph_attention(g, q, k, v, GRAPH_NONE, scale, causal);
+  GraphId o = graph_attention(g, q, k, v, mask, scale, causal);
   GraphAttrs at = {.scale = scale, .causal = causal};
-  GraphId lse = graph_add_node(g, GRAPH_OP_ATTENTION_LSE, (GraphId[]){q, k}, 2, &at);
+  GraphId lse = graph_add_node(g, GRAPH_OP_ATTENTION_LSE, (GraphId[]){q, k, mask}, 2 + masked, &at);
   GraphId delta = graph_reduce(g, GRAPH_OP_REDUCE_SUM, graph_binary(g, GRAPH_OP_MUL, d_o, o),
                                1u << (r - 1));
-  GraphId grad_in[6] = {q, k, v, d_o, lse, delta};
+  GraphId grad_in[7] = {q, k, v, d_o, lse, delta, mask};
   graph_output(g, "o", o);
-  graph_output(g, "lse", lse);
+  /* the 2-norm of a tensor with -inf is NaN */
+  GraphShape ls = graph_node(g, lse)->shape;
+  GraphId empty = graph_binary(g, GRAPH_OP_CMPEQ, lse, graph_splat(g, GRAPH_F32, ls, -INFINITY));
+  graph_output(g, "lse", graph_select(g, empty, graph_splat(g, GRAPH_F32, ls, -1000.0), lse));
   const GraphOp ops[3] = {GRAPH_OP_ATTENTION_GRAD_Q, GRAPH_OP_ATTENTION_GRAD_K,
                           GRAPH_OP_ATTENTION_GRAD_V};
   const char *names[3] = {"dq", "dk", "dv"};
   for (int i = 0; i < 3; i++)
     if (grads & (1u << i))
-      graph_output(g, names[i], graph_add_node(g, ops[i], grad_in, 6, &at));
+      graph_output(g, names[i], graph_add_node(g, ops[i], grad_in, 6 + masked, &at));
   if (!CG_CHECK(graph_error(g) == NULL)) {
     fprintf(stderr, "%s: %s\n", name, graph_error(g));
     graph_free(g);
     return;
   }
   EvalValues *ref = cg_reference(g, GRAPH_F32, 11);
+  if (mask != GRAPH_NONE) fill_padding(g, mask, padding, ref);
   CgRunOptions options = {.steps = 1, .tolerance = 1e-5, .norm = true};
   cg_run(name, g, ref, &options);
   eval_free(ref);
@@ -318,19 +348,24 @@ static void attention_case(const char *name, GraphShape batch, int64_t t, int64_
 }
 
 static void attention(void) {
-  attention_case("bf16 attention causal, heads of 64", SHAPE(2, 2), 33, 33, 64, 64, true, 7);
-  attention_case("bf16 attention T != S, heads of 40 and 24", SHAPE(3), 20, 37, 40, 24, false, 7);
-  attention_case("bf16 attention gpt's 128 x 64, causal", SHAPE(1, 2), 128, 128, 64, 64, true, 7);
-  attention_case("bf16 attention grad_k alone, causal", SHAPE(2), 21, 21, 64, 48, true, 2);
-  attention_case("bf16 attention grad_v alone", SHAPE(2), 17, 30, 24, 64, false, 1 | 4);
+  attention_case("bf16 attention causal, heads of 64", SHAPE(2, 2), 33, 33, 64, 64, true, 7, PAD_NONE);
+  attention_case("bf16 attention T != S, heads of 40 and 24", SHAPE(3), 20, 37, 40, 24, false, 7, PAD_NONE);
+  attention_case("bf16 attention gpt's 128 x 64, causal", SHAPE(1, 2), 128, 128, 64, 64, true, 7, PAD_NONE);
+  attention_case("bf16 attention grad_k alone, causal", SHAPE(2), 21, 21, 64, 48, true, 2, PAD_NONE);
+  attention_case("bf16 attention grad_v alone", SHAPE(2), 17, 30, 24, 64, false, 1 | 4, PAD_NONE);
   /* more rows than a launch block's 128: the second block's causal
    * bounds start and stop off the first's, and keys past 128 */
-  attention_case("bf16 attention causal, 150 rows", SHAPE(2), 150, 150, 32, 64, true, 7);
-  attention_case("bf16 attention 150 queries, 70 keys", SHAPE(1), 150, 70, 64, 40, false, 7);
+  attention_case("bf16 attention causal, 150 rows", SHAPE(2), 150, 150, 32, 64, true, 7, PAD_NONE);
+  attention_case("bf16 attention 150 queries, 70 keys", SHAPE(1), 150, 70, 64, 40, false, 7, PAD_NONE);
   /* past 256 keys the AMX forward's softmax runs in chunks, rescaling
    * what the earlier chunks summed */
-  attention_case("bf16 attention 20 queries, 300 keys", SHAPE(2), 20, 300, 64, 64, false, 7);
-  attention_case("bf16 attention causal, 290 rows", SHAPE(1), 290, 290, 32, 48, true, 7);
+  attention_case("bf16 attention 20 queries, 300 keys", SHAPE(2), 20, 300, 64, 64, false, 7, PAD_NONE);
+  attention_case("bf16 attention causal, 290 rows", SHAPE(1), 290, 290, 32, 48, true, 7, PAD_NONE);
+  /* padding masks, one value a key: cross (T != S), causal, and a batch
+   * whose every key is masked */
+  attention_case("bf16 attention T != S, padding", SHAPE(2, 2), 20, 37, 64, 40, false, 7, PAD_LAST);
+  attention_case("bf16 attention causal + padding", SHAPE(2, 2), 45, 45, 64, 64, true, 7, PAD_LAST);
+  attention_case("bf16 attention padding hides a batch", SHAPE(2), 17, 33, 32, 32, false, 7, PAD_ALL);
 }
 
 int main(void) {

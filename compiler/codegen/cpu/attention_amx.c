@@ -1,7 +1,8 @@
 /* Fused attention's forward on AMX tiles: the CPU's counterpart of
- * ptx/attention_mma.c, for the same ops: attention (with or without the
- * attention_lse kernel formation paired with it), no mask input (causal or
- * not), whose q, k and v are bf16 values (--dtype bf16 graphs, where each
+ * ptx/attention_mma.c, for the same ops and padding masks: attention (with
+ * or without the attention_lse kernel formation paired with it), causal or
+ * not, with no mask input or one value per key (attention_amx.h), whose q,
+ * k and v are bf16 values (--dtype bf16 graphs, where each
  * is a cast of a bf16 node, so their bf16 copies are exact). Also the
  * choice, at each call, between these kernels (this forward, and the
  * merged backward of attention_amx_backward.c) and attention.c's: the
@@ -12,8 +13,9 @@
  *   S^T = K Q^T     per block two C tiles (16 keys x 16 queries each),
  *                   the head in steps of 32 (A: k rows, B: q transposed),
  *                   stored for the chunk;
- *   softmax         lane-wise: scale, hide keys past the end (and past the
- *                   query when causal), the chunk's max m', the sums l and
+ *   softmax         lane-wise: scale, add the key's mask value, hide keys
+ *                   past the end (and past the query when causal), the
+ *                   chunk's max m', the sums l and
  *                   the output rescaled once by exp(m - m') (FlashAttention's
  *                   online softmax), p = exp(s - m') as two bf16 parts,
  *                   p_hi = bf16(p) and p_lo = bf16(p - p_hi), in the B
@@ -46,6 +48,10 @@ typedef struct Flash {
   bool causal;
   double scale;
   LLVMValueRef q, k, v, out, lse;
+  /* the mask input (attention_amx.h: one value per key), or NULL; the
+   * tile's batch's values (key j's at j key_stride) */
+  LLVMValueRef mask, mask_keys;
+  int64_t key_stride;
   /* packed k and v of a batch, q of a tile; a chunk's scores (per block
    * 32 keys x 16 queries, f32) and p's two parts (per block a B tile);
    * the tile's O^T (16 v_tiles rows x 16 queries, f32), and per query its
@@ -78,8 +84,9 @@ static void block_scores(Flash *f, LLVMValueRef blk, LLVMValueRef dst) {
 }
 
 /* Row e of the scores of key block blk (at `scores`), a lane per query:
- * scaled, -inf where hidden (past the keys' end, or the query's when
- * causal); *hidden says where. */
+ * scaled, plus the key's mask value, -inf where hidden (past the keys'
+ * end, or the query's when causal); *hidden says where, and where the
+ * mask made the score -inf. */
 static LLVMValueRef visible_scores(Flash *f, LLVMValueRef scores, LLVMValueRef blk, int e, LLVMValueRef query,
                                    LLVMValueRef *hidden) {
   Gen *gen = f->gen;
@@ -88,6 +95,11 @@ static LLVMValueRef visible_scores(Flash *f, LLVMValueRef scores, LLVMValueRef b
                                  amx_splat_f32(f->gen, f->scale), "");
   LLVMValueRef key = LLVMBuildAdd(b, LLVMBuildTrunc(b, gen_imul(gen, blk, KEYS), gen->i32, ""), gen_i32(gen, e), "");
   *hidden = gen_splat(gen, LLVMBuildICmp(b, LLVMIntSGE, key, gen_i32(gen, (int32_t)f->s), ""), 16);
+  if (f->mask) {
+    LLVMValueRef j = cpu_min64(gen, gen_iadd(gen, gen_imul(gen, blk, KEYS), i64c(f, e)), i64c(f, f->s - 1));
+    s = LLVMBuildFAdd(b, s, gen_splat(gen, gen_load_at(gen, gen->f32, f->mask_keys, gen_imul(gen, j, f->key_stride)), 16), "");
+    *hidden = LLVMBuildOr(b, *hidden, LLVMBuildFCmp(b, LLVMRealOEQ, s, amx_splat_f32(gen, -INFINITY), ""), "");
+  }
   if (f->causal)
     *hidden = LLVMBuildOr(b, *hidden, LLVMBuildICmp(b, LLVMIntSGT, gen_splat(gen, key, 16), query, ""), "");
   return LLVMBuildSelect(b, *hidden, amx_splat_f32(f->gen, -INFINITY), s, "");
@@ -212,7 +224,8 @@ static int64_t packed_bytes(int64_t s, int64_t d, int64_t dv) {
 static bool forward_applies(const Gen *gen, const Kernel *kernel) {
   const Graph *g = gen->graph;
   const GraphNode *n = graph_node(g, kernel->root);
-  if (gen->vector_bits < 512 || n->op != GRAPH_OP_ATTENTION || n->dtype != GRAPH_F32 || n->num_inputs != 3)
+  if (gen->vector_bits < 512 || n->op != GRAPH_OP_ATTENTION || n->dtype != GRAPH_F32 ||
+      (n->num_inputs == 4 ? !amx_mask_per_key(&graph_node(g, n->inputs[3])->shape) : n->num_inputs != 3))
     return false;
   for (int i = 0; i < 3; i++)
     if (!kernel_bf16_valued(g, n->inputs[i])) return false;
@@ -241,6 +254,7 @@ static LLVMValueRef emit_forward(Gen *gen, const Kernel *kernel, const char *nam
   LLVMValueRef args = LLVMGetParam(fn, 0), begin = LLVMGetParam(fn, 1), end = LLVMGetParam(fn, 2);
   LLVMValueRef *in[3] = {&f.q, &f.k, &f.v};
   for (int i = 0; i < 3; i++) *in[i] = gen_kernel_arg(gen, args, gen_kernel_arg_of(gen, kernel, n->inputs[i]), gen->f32);
+  if (n->num_inputs == 4) f.mask = gen_kernel_arg(gen, args, gen_kernel_arg_of(gen, kernel, n->inputs[3]), gen->f32);
   f.out = gen_kernel_arg(gen, args, 0, gen->f32);
   f.lse = kernel->also != GRAPH_NONE ? gen_kernel_arg(gen, args, 1, gen->f32) : NULL;
   f.kpack = amx_stack_array(gen, gen->i16, f.key_blocks * 2 * f.d_steps * AMX_TILE_ELEMENTS, "kpack");
@@ -283,6 +297,8 @@ static LLVMValueRef emit_forward(Gen *gen, const Kernel *kernel, const char *nam
   LLVMBuildStore(b, batch, packed);
   LLVMBuildBr(b, rows);
   LLVMPositionBuilderAtEnd(b, rows);
+  if (f.mask)
+    f.mask_keys = amx_mask_keys(gen, f.mask, &graph_node(g, n->inputs[3])->shape, &n->shape, batch, &f.key_stride);
   /* the tile's queries; rows past count repeat its last (not stored) */
   LLVMValueRef queries = gen_element(gen, gen->f32, f.q, gen_iadd(gen, gen_imul(gen, batch, f.t * f.d), gen_imul(gen, i0, f.d)));
   amx_pack_row_steps(gen, f.qpack, queries, count, f.d, i64c(&f, 1), true);

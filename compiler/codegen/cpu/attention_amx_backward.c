@@ -1,7 +1,7 @@
 /* The merged attention backward (grad_k writing grad_v and grad_q too,
  * Kernel.also_q: one range item a (batch, head)) on AMX tiles, for the
- * ops attention_amx.c's forward takes: no mask, q, k, v and do bf16
- * values. FlashAttention-2's backward over key blocks of 32, each against
+ * ops attention_amx.c's forward takes: no mask or a padding mask (one
+ * value per key), q, k, v and do bf16 values. FlashAttention-2's backward over key blocks of 32, each against
  * the query blocks of 32 that see it, keys as the tiles' rows:
  *   S^T = K Q^T, dP^T = V dO^T          (4 C tiles each: 2 x 2 of 16 x 16)
  *   P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - delta)   (zmm, a lane
@@ -11,8 +11,8 @@
  *   dQ^T += K^T dS^T                    (the pair's dQ^T, f32 in memory)
  * with P^T and dS^T as two bf16 parts each (as the forward's p), then dk =
  * scale dK, dv = dV, dq = scale dQ (dQ^T transposed). A query with lse =
- * -inf (no visible key) and pairs past either end or the causal diagonal
- * get p = 0. */
+ * -inf (no visible key) and pairs past either end, past the causal
+ * diagonal or masked (-inf) get p = 0. */
 #include <math.h>
 
 #include "attention_amx.h"
@@ -32,6 +32,9 @@ typedef struct Backward {
    * pairs x head), k as A (head x keys); lse and delta padded (+inf and
    * 0 past T, +inf where lse = -inf) */
   LLVMValueRef k_rows, v_rows, q_cols, do_cols, q_pairs, do_pairs, k_cols, lse, delta;
+  /* the pair's mask values (one a key, at j key_stride), or NULL */
+  LLVMValueRef mask_keys;
+  int64_t key_stride;
   /* a block pair's S^T and dP^T (4 tiles of 16 x 16 f32 each), p's and
    * ds's parts as A (2 tiles of 16 keys x 32 queries each) and ds's as B
    * (2 tiles of 16 key pairs x 16 queries); the key block's dK and dV
@@ -69,7 +72,8 @@ bool cpu_attention_amx_backward_applies(const Gen *gen, const Kernel *kernel) {
   const Graph *g = gen->graph;
   const GraphNode *n = graph_node(g, kernel->root);
   if (gen->vector_bits < 512 || n->op != GRAPH_OP_ATTENTION_GRAD_K || kernel->also == GRAPH_NONE ||
-      kernel->also_q == GRAPH_NONE || n->dtype != GRAPH_F32 || n->num_inputs != 6)
+      kernel->also_q == GRAPH_NONE || n->dtype != GRAPH_F32 ||
+      (n->num_inputs == 7 ? !amx_mask_per_key(&graph_node(g, n->inputs[6])->shape) : n->num_inputs != 6))
     return false;
   for (int i = 0; i < 4; i++) /* q, k, v, do */
     if (!kernel_bf16_valued(g, n->inputs[i])) return false;
@@ -120,6 +124,11 @@ static void block_softmax_grad(Backward *w, LLVMValueRef kt, LLVMValueRef qb) {
       int j = 2 * pair + e;
       LLVMValueRef key = LLVMBuildAdd(b, first_key, gen_i32(gen, j), "");
       LLVMValueRef past_end = LLVMBuildICmp(b, LLVMIntSGE, key, gen_i32(gen, (int32_t)w->s), "");
+      LLVMValueRef mask = NULL;
+      if (w->mask_keys) {
+        LLVMValueRef at = cpu_min64(gen, gen_iadd(gen, gen_imul(gen, kt, BLOCK), i64c(w, j)), i64c(w, w->s - 1));
+        mask = gen_splat(gen, gen_load_at(gen, gen->f32, w->mask_keys, gen_imul(gen, at, w->key_stride)), 16);
+      }
       for (int u = 0; u < 2; u++) {
         int64_t at = 256 * (2 * (j / 16) + u) + 16 * (j % 16);
         LLVMValueRef s = amx_load16(gen, gen_element(gen, gen->f32, w->scores, i64c(w, at)), 16);
@@ -128,7 +137,11 @@ static void block_softmax_grad(Backward *w, LLVMValueRef kt, LLVMValueRef qb) {
         if (w->causal)
           hidden = LLVMBuildOr(b, hidden, LLVMBuildICmp(b, LLVMIntSLT, query[u], gen_splat(gen, key, 16), ""), "");
         /* hidden lanes take exp(0): exp(-inf)'s underflow costs an assist */
-        LLVMValueRef x = LLVMBuildFSub(b, LLVMBuildFMul(b, s, amx_splat_f32(gen, w->scale), ""), lse[u], "");
+        LLVMValueRef x = LLVMBuildFMul(b, s, amx_splat_f32(gen, w->scale), "");
+        if (mask) x = LLVMBuildFAdd(b, x, mask, "");
+        x = LLVMBuildFSub(b, x, lse[u], "");
+        if (mask) /* a key the mask hides (-inf) */
+          hidden = LLVMBuildOr(b, hidden, LLVMBuildFCmp(b, LLVMRealOEQ, x, amx_splat_f32(gen, -INFINITY), ""), "");
         x = LLVMBuildSelect(b, hidden, zero, x, "");
         p[e][u] = LLVMBuildSelect(b, hidden, zero, gen_exp_f32(gen, x), "");
         ds[e][u] = LLVMBuildFMul(b, p[e][u], LLVMBuildFSub(b, dp, delta[u], ""), "");
@@ -277,8 +290,9 @@ LLVMValueRef cpu_emit_attention_amx_backward(Gen *gen, const Kernel *kernel, con
   shape_of(gen, kernel, &w);
   LLVMBuilderRef b = w.b;
   LLVMValueRef args = LLVMGetParam(fn, 0);
-  LLVMValueRef in[6];
-  for (int i = 0; i < 6; i++) in[i] = gen_kernel_arg(gen, args, gen_kernel_arg_of(gen, kernel, n->inputs[i]), gen->f32);
+  LLVMValueRef in[7];
+  for (int i = 0; i < n->num_inputs; i++)
+    in[i] = gen_kernel_arg(gen, args, gen_kernel_arg_of(gen, kernel, n->inputs[i]), gen->f32);
   LLVMValueRef dk_out = gen_kernel_arg(gen, args, 0, gen->f32), dv_out = gen_kernel_arg(gen, args, 1, gen->f32);
   LLVMValueRef dq_out = gen_kernel_arg(gen, args, 2, gen->f32);
   int64_t kb = w.key_blocks, qb = w.query_blocks;
@@ -314,6 +328,9 @@ LLVMValueRef cpu_emit_attention_amx_backward(Gen *gen, const Kernel *kernel, con
   amx_pack_row_steps(gen, w.do_cols, d_o, queries, w.dv, i64c(&w, 2 * qb), true);
   amx_pack_row_pairs(gen, w.q_pairs, q, queries, w.d, i64c(&w, qb), false);
   amx_pack_row_pairs(gen, w.do_pairs, d_o, queries, w.dv, i64c(&w, qb), false);
+  if (n->num_inputs == 7)
+    w.mask_keys = amx_mask_keys(gen, in[6], &graph_node(gen->graph, n->inputs[6])->shape, &n->shape, pair.index,
+                                &w.key_stride);
   pad_statistics(&w, gen_element(gen, gen->f32, in[4], gen_imul(gen, pair.index, w.t)),
                  gen_element(gen, gen->f32, in[5], gen_imul(gen, pair.index, w.t)));
   zero_floats(&w, w.dqt, 16 * w.d_tiles * qb * BLOCK);
