@@ -1,7 +1,7 @@
 /* Fused attention's forward on AMX tiles: the CPU's counterpart of
  * ptx/attention_mma.c, for the same ops and padding masks: attention (with
  * or without the attention_lse kernel formation paired with it), causal or
- * not, with no mask input or one value per key (attention_amx.h), whose q,
+ * not, with no mask input or one value per key (amx_mask_per_key), whose q,
  * k and v are bf16 values (--dtype bf16 graphs, where each
  * is a cast of a bf16 node, so their bf16 copies are exact). Also the
  * choice, at each call, between these kernels (this forward, and the
@@ -48,10 +48,10 @@ typedef struct Flash {
   bool causal;
   double scale;
   LLVMValueRef q, k, v, out, lse;
-  /* the mask input (attention_amx.h: one value per key), or NULL; the
-   * tile's batch's values (key j's at j key_stride) */
-  LLVMValueRef mask, mask_keys;
-  int64_t key_stride;
+  /* the mask input (one value per key; mask.data NULL: none), and the
+   * tile's batch's values (key j's at j mask.stride[rank - 1]) */
+  GenMaskMap mask;
+  LLVMValueRef mask_keys;
   /* packed k and v of a batch, q of a tile; a chunk's scores (per block
    * 32 keys x 16 queries, f32) and p's two parts (per block a B tile);
    * the tile's O^T (16 v_tiles rows x 16 queries, f32), and per query its
@@ -95,9 +95,10 @@ static LLVMValueRef visible_scores(Flash *f, LLVMValueRef scores, LLVMValueRef b
                                  amx_splat_f32(f->gen, f->scale), "");
   LLVMValueRef key = LLVMBuildAdd(b, LLVMBuildTrunc(b, gen_imul(gen, blk, KEYS), gen->i32, ""), gen_i32(gen, e), "");
   *hidden = gen_splat(gen, LLVMBuildICmp(b, LLVMIntSGE, key, gen_i32(gen, (int32_t)f->s), ""), 16);
-  if (f->mask) {
+  if (f->mask.data) {
     LLVMValueRef j = cpu_min64(gen, gen_iadd(gen, gen_imul(gen, blk, KEYS), i64c(f, e)), i64c(f, f->s - 1));
-    s = LLVMBuildFAdd(b, s, gen_splat(gen, gen_load_at(gen, gen->f32, f->mask_keys, gen_imul(gen, j, f->key_stride)), 16), "");
+    LLVMValueRef at = gen_imul(gen, j, f->mask.stride[f->mask.rank - 1]);
+    s = LLVMBuildFAdd(b, s, gen_splat(gen, gen_load_at(gen, gen->f32, f->mask_keys, at), 16), "");
     *hidden = LLVMBuildOr(b, *hidden, LLVMBuildFCmp(b, LLVMRealOEQ, s, amx_splat_f32(gen, -INFINITY), ""), "");
   }
   if (f->causal)
@@ -254,7 +255,9 @@ static LLVMValueRef emit_forward(Gen *gen, const Kernel *kernel, const char *nam
   LLVMValueRef args = LLVMGetParam(fn, 0), begin = LLVMGetParam(fn, 1), end = LLVMGetParam(fn, 2);
   LLVMValueRef *in[3] = {&f.q, &f.k, &f.v};
   for (int i = 0; i < 3; i++) *in[i] = gen_kernel_arg(gen, args, gen_kernel_arg_of(gen, kernel, n->inputs[i]), gen->f32);
-  if (n->num_inputs == 4) f.mask = gen_kernel_arg(gen, args, gen_kernel_arg_of(gen, kernel, n->inputs[3]), gen->f32);
+  if (n->num_inputs == 4)
+    f.mask = gen_mask_map(gen_kernel_arg(gen, args, gen_kernel_arg_of(gen, kernel, n->inputs[3]), gen->f32),
+                          &graph_node(g, n->inputs[3])->shape, qs);
   f.out = gen_kernel_arg(gen, args, 0, gen->f32);
   f.lse = kernel->also != GRAPH_NONE ? gen_kernel_arg(gen, args, 1, gen->f32) : NULL;
   f.kpack = amx_stack_array(gen, gen->i16, f.key_blocks * 2 * f.d_steps * AMX_TILE_ELEMENTS, "kpack");
@@ -297,8 +300,7 @@ static LLVMValueRef emit_forward(Gen *gen, const Kernel *kernel, const char *nam
   LLVMBuildStore(b, batch, packed);
   LLVMBuildBr(b, rows);
   LLVMPositionBuilderAtEnd(b, rows);
-  if (f.mask)
-    f.mask_keys = amx_mask_keys(gen, f.mask, &graph_node(g, n->inputs[3])->shape, &n->shape, batch, &f.key_stride);
+  if (f.mask.data) f.mask_keys = gen_element(gen, gen->f32, f.mask.data, gen_mask_row(gen, &f.mask, batch, i64c(&f, 0)));
   /* the tile's queries; rows past count repeat its last (not stored) */
   LLVMValueRef queries = gen_element(gen, gen->f32, f.q, gen_iadd(gen, gen_imul(gen, batch, f.t * f.d), gen_imul(gen, i0, f.d)));
   amx_pack_row_steps(gen, f.qpack, queries, count, f.d, i64c(&f, 1), true);

@@ -51,15 +51,10 @@ void amx_round_pair(Gen *gen, LLVMValueRef *x, bool interleave, LLVMValueRef bas
 void amx_store_columns(Gen *gen, LLVMValueRef *x, LLVMValueRef dst, LLVMValueRef row0, LLVMValueRef count,
                        int64_t len, int64_t column);
 
-/* A mask input these kernels take: one value per (batch, key), the same
- * for every query (its query axis 1 or absent: a padding mask [B, 1, 1,
- * S]), whose axes are the last of the scores' [batch..., T, S] (each
- * equal or 1; ops.def). amx_mask_keys: where batch `batch`'s values start
- * (key j's at j * *key_stride); scores_shape's batch axes are read, its
- * last two may be any. */
+/* Whether these kernels take a mask input of this shape: one value per
+ * (batch, key), the same for every query (its query axis 1 or absent: a
+ * padding mask [B, 1, 1, S]); read through gen.h's GenMaskMap. */
 bool amx_mask_per_key(const GraphShape *mask);
-LLVMValueRef amx_mask_keys(Gen *gen, LLVMValueRef mask, const GraphShape *mask_shape,
-                           const GraphShape *scores_shape, LLVMValueRef batch, int64_t *key_stride);
 
 /* Row groups of 16 (groups of them, rows 16 g on), their elements in
  * steps of 32: tile (g steps + step) holds row j's elements 32 step ..

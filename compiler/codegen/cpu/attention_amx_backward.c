@@ -32,9 +32,10 @@ typedef struct Backward {
    * pairs x head), k as A (head x keys); lse and delta padded (+inf and
    * 0 past T, +inf where lse = -inf) */
   LLVMValueRef k_rows, v_rows, q_cols, do_cols, q_pairs, do_pairs, k_cols, lse, delta;
-  /* the pair's mask values (one a key, at j key_stride), or NULL */
+  /* the mask input (one value per key; mask.data NULL: none), and the
+   * pair's values (key j's at j mask.stride[rank - 1]) */
+  GenMaskMap mask;
   LLVMValueRef mask_keys;
-  int64_t key_stride;
   /* a block pair's S^T and dP^T (4 tiles of 16 x 16 f32 each), p's and
    * ds's parts as A (2 tiles of 16 keys x 32 queries each) and ds's as B
    * (2 tiles of 16 key pairs x 16 queries); the key block's dK and dV
@@ -125,9 +126,10 @@ static void block_softmax_grad(Backward *w, LLVMValueRef kt, LLVMValueRef qb) {
       LLVMValueRef key = LLVMBuildAdd(b, first_key, gen_i32(gen, j), "");
       LLVMValueRef past_end = LLVMBuildICmp(b, LLVMIntSGE, key, gen_i32(gen, (int32_t)w->s), "");
       LLVMValueRef mask = NULL;
-      if (w->mask_keys) {
+      if (w->mask.data) {
         LLVMValueRef at = cpu_min64(gen, gen_iadd(gen, gen_imul(gen, kt, BLOCK), i64c(w, j)), i64c(w, w->s - 1));
-        mask = gen_splat(gen, gen_load_at(gen, gen->f32, w->mask_keys, gen_imul(gen, at, w->key_stride)), 16);
+        at = gen_imul(gen, at, w->mask.stride[w->mask.rank - 1]);
+        mask = gen_splat(gen, gen_load_at(gen, gen->f32, w->mask_keys, at), 16);
       }
       for (int u = 0; u < 2; u++) {
         int64_t at = 256 * (2 * (j / 16) + u) + 16 * (j % 16);
@@ -295,6 +297,8 @@ LLVMValueRef cpu_emit_attention_amx_backward(Gen *gen, const Kernel *kernel, con
     in[i] = gen_kernel_arg(gen, args, gen_kernel_arg_of(gen, kernel, n->inputs[i]), gen->f32);
   LLVMValueRef dk_out = gen_kernel_arg(gen, args, 0, gen->f32), dv_out = gen_kernel_arg(gen, args, 1, gen->f32);
   LLVMValueRef dq_out = gen_kernel_arg(gen, args, 2, gen->f32);
+  if (n->num_inputs == 7)
+    w.mask = gen_mask_map(in[6], &graph_node(gen->graph, n->inputs[6])->shape, &graph_node(gen->graph, n->inputs[0])->shape);
   int64_t kb = w.key_blocks, qb = w.query_blocks;
   w.k_rows = amx_stack_array(gen, gen->i16, tiles_bytes(kb, w.d) / 2, "k_rows");
   w.v_rows = amx_stack_array(gen, gen->i16, tiles_bytes(kb, w.dv) / 2, "v_rows");
@@ -328,9 +332,7 @@ LLVMValueRef cpu_emit_attention_amx_backward(Gen *gen, const Kernel *kernel, con
   amx_pack_row_steps(gen, w.do_cols, d_o, queries, w.dv, i64c(&w, 2 * qb), true);
   amx_pack_row_pairs(gen, w.q_pairs, q, queries, w.d, i64c(&w, qb), false);
   amx_pack_row_pairs(gen, w.do_pairs, d_o, queries, w.dv, i64c(&w, qb), false);
-  if (n->num_inputs == 7)
-    w.mask_keys = amx_mask_keys(gen, in[6], &graph_node(gen->graph, n->inputs[6])->shape, &n->shape, pair.index,
-                                &w.key_stride);
+  if (w.mask.data) w.mask_keys = gen_element(gen, gen->f32, w.mask.data, gen_mask_row(gen, &w.mask, pair.index, i64c(&w, 0)));
   pad_statistics(&w, gen_element(gen, gen->f32, in[4], gen_imul(gen, pair.index, w.t)),
                  gen_element(gen, gen->f32, in[5], gen_imul(gen, pair.index, w.t)));
   zero_floats(&w, w.dqt, 16 * w.d_tiles * qb * BLOCK);

@@ -96,24 +96,6 @@ static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
 bool amx_mask_per_key(const GraphShape *mask) { return mask->rank < 2 || mask->dims[mask->rank - 2] == 1; }
 
-LLVMValueRef amx_mask_keys(Gen *gen, LLVMValueRef mask, const GraphShape *mask_shape,
-                           const GraphShape *scores_shape, LLVMValueRef batch, int64_t *key_stride) {
-  LLVMBuilderRef b = gen->builder;
-  int r = scores_shape->rank, shift = r - mask_shape->rank;
-  int64_t stride = 1;
-  *key_stride = mask_shape->dims[mask_shape->rank - 1] == 1 ? 0 : 1;
-  LLVMValueRef at = gen_i64(gen, 0), rest = batch;
-  /* mask axis i (scores axis i + shift) strides past the later ones */
-  for (int i = mask_shape->rank - 1; i >= 0; i--) {
-    int axis = i + shift;
-    if (axis < r - 2 && mask_shape->dims[i] != 1)
-      at = gen_iadd(gen, at, gen_imul(gen, LLVMBuildURem(b, rest, gen_i64(gen, scores_shape->dims[axis]), ""), stride));
-    if (axis < r - 2) rest = LLVMBuildUDiv(b, rest, gen_i64(gen, scores_shape->dims[axis]), "");
-    stride *= mask_shape->dims[i];
-  }
-  return gen_element(gen, gen->f32, mask, at);
-}
-
 void amx_store_columns(Gen *gen, LLVMValueRef *x, LLVMValueRef dst, LLVMValueRef row0, LLVMValueRef count,
                        int64_t len, int64_t column) {
   LLVMBuilderRef b = gen->builder;

@@ -51,7 +51,7 @@ typedef struct AttKernel {
   LLVMValueRef q, k, v, d_o, lse, delta, out;
   LLVMValueRef also_out; /* Kernel.also's output, or NULL: attention's lse, grad_k's dv */
   LLVMValueRef dq_out;   /* Kernel.also_q's output (grad_k's dq), or NULL */
-  MaskMap mask;
+  GenMaskMap mask;
   LLVMValueRef scale;
   /* block_dots' operands, or NULL (dot_rows): the other side's rows of one
    * batch, padded to tr_len rows (whole blocks), transposed
@@ -69,7 +69,7 @@ static LLVMValueRef mask_at(Att *a, const AttKernel *c, LLVMValueRef batch, LLVM
                             LLVMValueRef x, LLVMValueRef other) {
   int64_t last_stride = c->mask.stride[c->mask.rank - 1];
   return c->query_rows ? att_iadd(a, mrow, att_imul(a, other, last_stride))
-                       : att_iadd(a, att_mask_row(a, &c->mask, batch, other), att_imul(a, x, last_stride));
+                       : att_iadd(a, gen_mask_row(a->gen, &c->mask, batch, other), att_imul(a, x, last_stride));
 }
 
 /* In a causal tile of rows x0 .. x0 + n - 1, row r does not see the other
@@ -175,7 +175,7 @@ static void emit_tile(Att *a, const AttKernel *c, LLVMValueRef row0, int n) {
     if (acc_v[r]) att_acc_apply(a, ACC_ZERO, acc_v[r], dv, NULL, NULL);
     if (c->query_rows) {
       own[r] = gen_element(gen, a->t, qb, att_imul(a, xr[r], d));
-      if (c->mask.data) mrow[r] = att_mask_row(a, &c->mask, batch, xr[r]);
+      if (c->mask.data) mrow[r] = gen_mask_row(a->gen, &c->mask, batch, xr[r]);
     } else {
       own[r] = gen_element(gen, a->t, kb, att_imul(a, xr[r], d));
       own_dv[r] = gen_element(gen, a->t, vb, att_imul(a, xr[r], dv));
@@ -421,16 +421,8 @@ void emit_attention_kernel(Gen *gen, int function, const Kernel *kernel,
   c.q = in[0], c.k = in[1], c.v = fixed > 2 ? in[2] : NULL;
   c.d_o = fixed == 6 ? in[3] : NULL, c.lse = fixed == 6 ? in[4] : NULL;
   c.delta = fixed == 6 ? in[5] : NULL;
-  c.mask = (MaskMap){.data = n->num_inputs > fixed ? in[fixed] : NULL, .rank = r};
-  if (c.mask.data) {
-    const GraphShape *ms = &graph_node(g, n->inputs[fixed])->shape;
-    int64_t stride = 1;
-    for (int i = 0; i < r; i++) c.mask.dims[i] = i < r - 2 ? qs->dims[i] : 1;
-    for (int i = ms->rank - 1; i >= 0; i--) {
-      c.mask.stride[r - ms->rank + i] = ms->dims[i] == 1 ? 0 : stride;
-      stride *= ms->dims[i];
-    }
-  }
+  if (n->num_inputs > fixed)
+    c.mask = gen_mask_map(in[fixed], &graph_node(g, n->inputs[fixed])->shape, qs);
   c.scale = att_real(&a, n->attrs.scale);
   /* block_dots on a vector target, when the transposed rows fit, padded
    * to whole blocks */

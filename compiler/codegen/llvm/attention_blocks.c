@@ -127,12 +127,25 @@ LLVMValueRef att_is_neg_inf(Att *a, LLVMValueRef x) {
   return LLVMBuildFCmp(a->b, LLVMRealOEQ, x, att_real(a, -INFINITY), "");
 }
 
-LLVMValueRef att_mask_row(Att *a, const MaskMap *m, LLVMValueRef batch, LLVMValueRef i) {
-  LLVMValueRef at = att_imul(a, i, m->stride[m->rank - 2]), rest = batch;
+GenMaskMap gen_mask_map(LLVMValueRef data, const GraphShape *mask, const GraphShape *q) {
+  int r = q->rank;
+  GenMaskMap m = {.data = data, .rank = r};
+  int64_t stride = 1;
+  for (int i = 0; i < r; i++) m.dims[i] = i < r - 2 ? q->dims[i] : 1;
+  for (int i = mask->rank - 1; i >= 0; i--) {
+    m.stride[r - mask->rank + i] = mask->dims[i] == 1 ? 0 : stride;
+    stride *= mask->dims[i];
+  }
+  return m;
+}
+
+LLVMValueRef gen_mask_row(Gen *gen, const GenMaskMap *m, LLVMValueRef batch, LLVMValueRef i) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef at = gen_imul(gen, i, m->stride[m->rank - 2]), rest = batch;
   for (int axis = m->rank - 3; axis >= 0; axis--) {
     if (m->stride[axis] != 0)
-      at = att_iadd(a, at, att_imul(a, LLVMBuildURem(a->b, rest, att_i64c(a, m->dims[axis]), ""), m->stride[axis]));
-    rest = LLVMBuildUDiv(a->b, rest, att_i64c(a, m->dims[axis]), "");
+      at = gen_iadd(gen, at, gen_imul(gen, LLVMBuildURem(b, rest, gen_i64(gen, m->dims[axis]), ""), m->stride[axis]));
+    rest = LLVMBuildUDiv(b, rest, gen_i64(gen, m->dims[axis]), "");
   }
   return at;
 }

@@ -25,14 +25,6 @@ typedef struct Att {
 
 typedef enum { ACC_ZERO, ACC_SCALE, ACC_STORE } AccOp;
 
-/* Where the mask is read: the mask's axes are the last of [batch..., T, S]
- * and a size-1 axis has stride 0. */
-typedef struct MaskMap {
-  LLVMValueRef data; /* NULL: no mask */
-  int rank;
-  int64_t dims[GRAPH_MAX_RANK], stride[GRAPH_MAX_RANK];
-} MaskMap;
-
 /* Keys (or queries) are visited in blocks of this many: the scores of a
  * block are computed first, then their exponentials in one loop of plain
  * arithmetic that LLVM vectorizes (gen_exp_f32), then the products. */
@@ -74,11 +66,10 @@ void att_acc_apply(Att *a, AccOp op, LLVMValueRef acc, int64_t len, LLVMValueRef
 LLVMBasicBlockRef att_begin_unless(Att *a, LLVMValueRef skip);
 void att_end_unless(Att *a, LLVMBasicBlockRef next);
 
-/* A row of len elements (private to the thread on the GPU), a stack array
- * aligned for vectors, and the mask's row i of a batch. */
+/* A row of len elements (private to the thread on the GPU), and a stack
+ * array aligned for vectors. */
 LLVMValueRef att_row_array(Att *a, int64_t len, const char *name);
 LLVMValueRef att_tr_array(Att *a, int64_t len);
-LLVMValueRef att_mask_row(Att *a, const MaskMap *m, LLVMValueRef batch, LLVMValueRef i);
 
 /* n rows against one: dot products and accumulations (dot_rows,
  * axpy_rows); a block of BLOCK keys at once: transposed other side

@@ -146,6 +146,18 @@ typedef struct RowLanes {
   int lanes;
   LLVMValueRef (*sum)(Gen *gen, LLVMValueRef value, LLVMValueRef lane);
 } RowLanes;
+/* Where a fused attention op's mask input is read: its axes are the last
+ * of the scores' [batch..., T, S] (each equal or 1, ops.def), a size-1
+ * axis has stride 0 (gen_mask_map, from the mask's shape and q's
+ * [batch..., T, D]); gen_mask_row: the offset of row i of batch `batch`
+ * (flat over the batch axes), key j at j * stride[rank - 1] on. */
+typedef struct GenMaskMap {
+  LLVMValueRef data; /* NULL: no mask */
+  int rank;
+  int64_t dims[GRAPH_MAX_RANK], stride[GRAPH_MAX_RANK];
+} GenMaskMap;
+GenMaskMap gen_mask_map(LLVMValueRef data, const GraphShape *mask, const GraphShape *q);
+LLVMValueRef gen_mask_row(Gen *gen, const GenMaskMap *m, LLVMValueRef batch, LLVMValueRef i);
 /* attention.c: the fused attention ops, one output row per range item
  * (vectors of gen->vector_bits; scalars when it is 0), or with `lanes`
  * (the GPU) one row per `lanes` consecutive items. */
