@@ -61,8 +61,6 @@ typedef struct Flash {
 
 static LLVMValueRef i64c(Flash *f, int64_t v) { return gen_i64(f->gen, v); }
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
 /* The scores of key block blk, transposed: K Q^T into `dst` (32 keys x
  * 16 queries). */
 static void block_scores(Flash *f, LLVMValueRef blk, LLVMValueRef dst) {
@@ -96,9 +94,8 @@ static LLVMValueRef visible_scores(Flash *f, LLVMValueRef scores, LLVMValueRef b
   LLVMValueRef key = LLVMBuildAdd(b, LLVMBuildTrunc(b, gen_imul(gen, blk, KEYS), gen->i32, ""), gen_i32(gen, e), "");
   *hidden = gen_splat(gen, LLVMBuildICmp(b, LLVMIntSGE, key, gen_i32(gen, (int32_t)f->s), ""), 16);
   if (f->mask.data) {
-    LLVMValueRef j = cpu_min64(gen, gen_iadd(gen, gen_imul(gen, blk, KEYS), i64c(f, e)), i64c(f, f->s - 1));
-    LLVMValueRef at = gen_imul(gen, j, f->mask.stride[f->mask.rank - 1]);
-    s = LLVMBuildFAdd(b, s, gen_splat(gen, gen_load_at(gen, gen->f32, f->mask_keys, at), 16), "");
+    LLVMValueRef j = gen_iadd(gen, gen_imul(gen, blk, KEYS), i64c(f, e));
+    s = LLVMBuildFAdd(b, s, amx_key_mask(gen, &f->mask, f->mask_keys, j, f->s), "");
     *hidden = LLVMBuildOr(b, *hidden, LLVMBuildFCmp(b, LLVMRealOEQ, s, amx_splat_f32(gen, -INFINITY), ""), "");
   }
   if (f->causal)
@@ -171,7 +168,7 @@ static void chunk_output(Flash *f, LLVMValueRef first, LLVMValueRef count) {
   Gen *gen = f->gen;
   LLVMValueRef row = i64c(f, AMX_ROW_BYTES);
   for (int ct0 = 0; ct0 < f->v_tiles; ct0 += 4) {
-    int group = (int)min64(4, f->v_tiles - ct0);
+    int group = (int)amx_min(4, f->v_tiles - ct0);
     for (int g = 0; g < group; g++)
       cpu_amx_load(gen, g, gen_element(gen, gen->f32, f->acc, i64c(f, AMX_TILE_ELEMENTS / 2 * (ct0 + g))), row);
     GenLoop blk;

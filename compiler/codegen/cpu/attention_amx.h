@@ -19,6 +19,9 @@ enum { AMX_TILE_ELEMENTS = 512, AMX_ROW_BYTES = 64 };
  * accumulators may take; past it the op keeps attention.c's kernel. */
 #define AMX_ATTENTION_MAX_BYTES (512 * 1024)
 
+/* The smaller of two sizes known when the kernel is emitted. */
+static inline int64_t amx_min(int64_t a, int64_t b) { return a < b ? a : b; }
+
 /* <16 x float> and <16 x i32>; constants in every lane; lanes[l] = first
  * + l step (i32). */
 LLVMTypeRef amx_f32x16(Gen *gen);
@@ -55,6 +58,9 @@ void amx_store_columns(Gen *gen, LLVMValueRef *x, LLVMValueRef dst, LLVMValueRef
  * (batch, key), the same for every query (its query axis 1 or absent: a
  * padding mask [B, 1, 1, S]); read through gen.h's GenMaskMap. */
 bool amx_mask_per_key(const GraphShape *mask);
+/* Key `key`'s mask value (key clamped to s - 1), from `keys`, a batch's
+ * values of mask map m (gen_mask_row), in all 16 lanes. */
+LLVMValueRef amx_key_mask(Gen *gen, const GenMaskMap *m, LLVMValueRef keys, LLVMValueRef key, int64_t s);
 
 /* Row groups of 16 (groups of them, rows 16 g on), their elements in
  * steps of 32: tile (g steps + step) holds row j's elements 32 step ..

@@ -45,8 +45,6 @@ typedef struct Backward {
 
 static LLVMValueRef i64c(Backward *w, int64_t v) { return gen_i64(w->gen, v); }
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
 static int64_t tiles_bytes(int64_t blocks, int64_t len) { return blocks * BLOCK * ((len + 31) / 32 * 32) * 2; }
 
 static void shape_of(const Gen *gen, const Kernel *kernel, Backward *w) {
@@ -125,12 +123,9 @@ static void block_softmax_grad(Backward *w, LLVMValueRef kt, LLVMValueRef qb) {
       int j = 2 * pair + e;
       LLVMValueRef key = LLVMBuildAdd(b, first_key, gen_i32(gen, j), "");
       LLVMValueRef past_end = LLVMBuildICmp(b, LLVMIntSGE, key, gen_i32(gen, (int32_t)w->s), "");
-      LLVMValueRef mask = NULL;
-      if (w->mask.data) {
-        LLVMValueRef at = cpu_min64(gen, gen_iadd(gen, gen_imul(gen, kt, BLOCK), i64c(w, j)), i64c(w, w->s - 1));
-        at = gen_imul(gen, at, w->mask.stride[w->mask.rank - 1]);
-        mask = gen_splat(gen, gen_load_at(gen, gen->f32, w->mask_keys, at), 16);
-      }
+      LLVMValueRef mask =
+          w->mask.data ? amx_key_mask(gen, &w->mask, w->mask_keys, gen_iadd(gen, gen_imul(gen, kt, BLOCK), i64c(w, j)), w->s)
+                       : NULL;
       for (int u = 0; u < 2; u++) {
         int64_t at = 256 * (2 * (j / 16) + u) + 16 * (j % 16);
         LLVMValueRef s = amx_load16(gen, gen_element(gen, gen->f32, w->scores, i64c(w, at)), 16);
@@ -180,7 +175,7 @@ static void accumulate_rows(Backward *w, LLVMValueRef acc, int64_t tiles, LLVMVa
     cpu_amx_load(gen, 4, amx_tile(gen, a_hi, i64c(w, 0), 0, h), row);
     cpu_amx_load(gen, 5, amx_tile(gen, a_lo, i64c(w, 0), 0, h), row);
     for (int64_t ct0 = 0; ct0 < tiles; ct0 += 4) {
-      int group = (int)min64(4, tiles - ct0);
+      int group = (int)amx_min(4, tiles - ct0);
       LLVMValueRef c[4];
       for (int g = 0; g < group; g++) {
         c[g] = gen_element(gen, gen->f32, acc, i64c(w, 16 * 16 * tiles * h + 16 * (ct0 + g)));
@@ -206,7 +201,7 @@ static void accumulate_dq(Backward *w, LLVMValueRef kt, LLVMValueRef qb) {
     cpu_amx_load(gen, 5, amx_tile(gen, w->dsb_lo, i64c(w, 0), 0, u), row);
     LLVMValueRef column = gen_iadd(gen, gen_imul(gen, qb, BLOCK), i64c(w, 16 * u));
     for (int64_t dt0 = 0; dt0 < w->d_tiles; dt0 += 4) {
-      int group = (int)min64(4, w->d_tiles - dt0);
+      int group = (int)amx_min(4, w->d_tiles - dt0);
       LLVMValueRef c[4];
       for (int g = 0; g < group; g++) {
         c[g] = gen_element(gen, gen->f32, w->dqt, gen_iadd(gen, i64c(w, 16 * columns * (dt0 + g)), column));
@@ -234,7 +229,7 @@ static void store_rows(Backward *w, LLVMValueRef dst, LLVMValueRef first, LLVMVa
     if (factor != 1.0) x = LLVMBuildFMul(w->b, x, amx_splat_f32(gen, factor), "");
     LLVMValueRef row = gen_iadd(gen, first, r.index);
     amx_store16(gen, x, gen_element(gen, gen->f32, dst, gen_iadd(gen, gen_imul(gen, row, len), i64c(w, 16 * ct))),
-                min64(16, len - 16 * ct));
+                amx_min(16, len - 16 * ct));
   }
   gen_loop_end(gen, &r);
 }

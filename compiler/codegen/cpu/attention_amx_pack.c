@@ -92,9 +92,12 @@ void amx_round_pair(Gen *gen, LLVMValueRef *x, bool interleave, LLVMValueRef bas
   }
 }
 
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
 bool amx_mask_per_key(const GraphShape *mask) { return mask->rank < 2 || mask->dims[mask->rank - 2] == 1; }
+
+LLVMValueRef amx_key_mask(Gen *gen, const GenMaskMap *m, LLVMValueRef keys, LLVMValueRef key, int64_t s) {
+  LLVMValueRef at = gen_imul(gen, cpu_min64(gen, key, gen_i64(gen, s - 1)), m->stride[m->rank - 1]);
+  return gen_splat(gen, gen_load_at(gen, gen->f32, keys, at), 16);
+}
 
 void amx_store_columns(Gen *gen, LLVMValueRef *x, LLVMValueRef dst, LLVMValueRef row0, LLVMValueRef count,
                        int64_t len, int64_t column) {
@@ -108,7 +111,7 @@ void amx_store_columns(Gen *gen, LLVMValueRef *x, LLVMValueRef dst, LLVMValueRef
     LLVMPositionBuilderAtEnd(b, store);
     LLVMValueRef row = gen_iadd(gen, row0, gen_i64(gen, i));
     amx_store16(gen, x[i], gen_element(gen, gen->f32, dst, gen_iadd(gen, gen_imul(gen, row, len), gen_i64(gen, column))),
-                min64(16, len - column));
+                amx_min(16, len - column));
     LLVMBuildBr(b, next);
     LLVMPositionBuilderAtEnd(b, next);
   }
@@ -157,7 +160,7 @@ void amx_pack_row_steps(Gen *gen, LLVMValueRef dst, LLVMValueRef src, LLVMValueR
     LLVMValueRef pairs[16];
     for (int j = 0; j < 16; j++) {
       LLVMValueRef row = gen_iadd(gen, gen_imul(gen, g.index, 16), gen_i64(gen, j));
-      pairs[j] = row_pairs(gen, row_at(gen, src, row, rows, len, 32 * step), min64(32, len - 32 * step));
+      pairs[j] = row_pairs(gen, row_at(gen, src, row, rows, len, 32 * step), amx_min(32, len - 32 * step));
     }
     store_tile(gen, pairs, transposed, amx_tile(gen, dst, g.index, steps, step));
   }
@@ -175,7 +178,7 @@ void amx_pack_row_pairs(Gen *gen, LLVMValueRef dst, LLVMValueRef src, LLVMValueR
       LLVMValueRef x[2];
       for (int e = 0; e < 2; e++) {
         LLVMValueRef row = gen_iadd(gen, gen_imul(gen, blk.index, 32), gen_i64(gen, 2 * p + e));
-        x[e] = amx_load16(gen, row_at(gen, src, row, rows, len, 16 * ct), min64(16, len - 16 * ct));
+        x[e] = amx_load16(gen, row_at(gen, src, row, rows, len, 16 * ct), amx_min(16, len - 16 * ct));
       }
       pairs[p] = pair_of(gen, x[0], x[1]);
     }
