@@ -13,9 +13,9 @@
  * TFM_CPU_KERNELS names (ctest runs it once per family: AMX, AVX512-BF16,
  * the widening f32 path): C holds one rounding of an f32 sum, so elements agree to one
  * bf16 step, 2^-7 of sum_k |a||b| at most. The sizes cross the pair
- * families' blocks too: 512-column panels (n = 1030), 128-row blocks
- * (m = 129, 256, 450), k blocks of 512 (k = 513, 515, 1030; the sums
- * carried across blocks in f32), k padded to a multiple of 32. */
+ * families' blocks too: 128-column panels (n = 129, 1027, 1030), 256-row
+ * blocks (m = 450), k blocks of 2048 (k = 2083), k padded to a multiple of
+ * 32, and B packed in more than one go (packed_spans). */
 #include <stdio.h>
 #include <string.h>
 
@@ -40,6 +40,9 @@ static const Size sizes[] = {
      * 12; AVX2: 2 or 4 of 6) over whole tiles' columns: the smaller
      * micro-kernels, in place in C, serial and split between threads. */
     {28, 64, 40}, {44, 96, 300}, {256, 64, 20},
+    /* k past the pair families' k block of 2048 (the sums carried across
+     * blocks in f32). */
+    {37, 45, 2083},
 };
 
 /* A [m, k] operand, or [k, m] when transposed. */
@@ -156,12 +159,24 @@ static void f64(void) {
   run_modes("gemm f64", g, GRAPH_F64);
 }
 
+/* B larger than the pair families pack at once (8 MiB): at k = 16400
+ * only one 128-column panel fits, so 130 columns are packed in two goes
+ * and C's columns past the first are written from the second; B
+ * transposed or not. */
+static void packed_spans(void) {
+  Graph *g = graph_new();
+  output_dot(g, "spans_nn", GRAPH_BF16, "a", SHAPE(130, 16400), "b", SHAPE(16400, 130), false, false);
+  output_dot(g, "spans_nt", GRAPH_BF16, "c", SHAPE(130, 16400), "d", SHAPE(130, 16400), false, true);
+  run_tolerance("gemm bf16 packed spans", g, GRAPH_F32, 1.0 / 128);
+}
+
 /* "codegen_gemm bf16": the bf16 cases, which ctest runs once per kernel
  * family; without it, the f32 and f64 ones. */
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "bf16") == 0) {
     for (int t = 0; t < 4; t++)
       transposes(GRAPH_BF16, t & 1, t & 2);
+    packed_spans();
     return cg_finish("codegen_gemm bf16");
   }
   for (int t = 0; t < 4; t++)

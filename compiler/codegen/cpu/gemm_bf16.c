@@ -17,16 +17,25 @@
  * past the matrix's are packed as copies of its last (never NaN from
  * memory not written) and their sums are not stored.
  *
- * Loops: NC-column panels of B packed once each, MC-row blocks of A packed
- * for each panel; then k blocks of KC, and in each 32-column by MR-row
- * micro tiles that add the block's products to the panel's MC x NC f32
- * sums in thread scratch (the micro-kernel's tiles or registers load them
- * before the block and store them after); a micro tile's sums are rounded
- * into C once, right after its last block. When each micro tile ran all of
- * k, at k = 2048 its A rows and B columns (128 KiB each) came from L2 and
- * L3 for every tile; a k block's B strip and A rows (16 KiB each) fit in
- * L1 together. KC 256 against 512 and 1024: squares 1024-2048 3-5% faster
- * on AMX, the gpt shapes level (bench/RESULTS.md, 2026-12-07).
+ * Loops: B packed once for as many of its columns as PACKED_B_BYTES holds
+ * (all of them up to 2048 x 2048), then MC-row blocks of A each packed
+ * once; in each, NC-column panels of the packed B, k blocks of KC, and
+ * 32-column by MR-row micro tiles that add the block's products to the
+ * MC x NC f32 sums in thread scratch (the micro-kernel's tiles or
+ * registers load them before the block and store them after); a micro
+ * tile's sums are rounded into C once, right after its last block.
+ *
+ * The sizes are the AMX family's: a k block as long as 2048, so up to
+ * k = 2048 each micro tile's C tiles stay in the tile registers for all of
+ * k: zeroed, then stored once. With KC 256 they were loaded and stored eight
+ * times at k = 2048, and each store waits for the tile's last product: a
+ * loop of the micro-kernel alone ran at 1,430 GFLOP/s a core with KC 256
+ * and 1,970 with all of k. Its A block (MC x KC, 1 MiB) and a panel of B
+ * (NC x KC, 512 KiB) then share the 2 MiB L2; B packed whole keeps A from
+ * being packed again for each panel (16 times at n = 2048). Square 2048,
+ * two threads: 1,840-1,940 GFLOP/s with NC 512, MC 128, KC 256, B packed
+ * per panel; 2,140-2,210 with these (bench/RESULTS.md, 2026-12-07). The
+ * AVX512-BF16 family, register-bound, ran the same with both.
  *
  * The products use the instructions' own rounding (round to nearest,
  * subnormal bf16 inputs read as zero), so elements differ from the
@@ -37,7 +46,19 @@
 #include "cpu_internal.h"
 #include "tfmrt.h"
 
-enum { PANEL_COLUMNS = 512, BLOCK_ROWS = 128, DEPTH_STEP = 32, DEPTH_BLOCK = 256 };
+enum {
+  PANEL_COLUMNS = 128,
+  BLOCK_ROWS = 256,
+  DEPTH_STEP = 32,
+  DEPTH_BLOCK = 2048,
+  PACKED_B_BYTES = 8 << 20,
+};
+
+static LLVMValueRef at_least_one(Gen *gen, LLVMValueRef x) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef one = gen_i64(gen, 1);
+  return LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, x, one, ""), x, one, "");
+}
 
 static LLVMValueRef round_up(Gen *gen, LLVMValueRef x, int64_t step) {
   LLVMBuilderRef b = gen->builder;
@@ -94,9 +115,13 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
   LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);
   LLVMValueRef one = gen_i64(gen, 1);
   /* k = 0 packs one step of zeros: C = 0. */
-  LLVMValueRef kp = round_up(gen, LLVMBuildSelect(b, LLVMBuildICmp(b, LLVMIntSGT, k, one, ""), k,
-                                                  one, ""), DEPTH_STEP);
-  LLVMValueRef bytes = gen_iadd(gen, gen_imul(gen, kp, (BLOCK_ROWS + PANEL_COLUMNS) * 2),
+  LLVMValueRef kp = round_up(gen, at_least_one(gen, k), DEPTH_STEP);
+  /* B's columns packed at once (a span): all of them when they fit
+   * PACKED_B_BYTES, else as many whole panels as fit (at least one). */
+  LLVMValueRef np = round_up(gen, at_least_one(gen, n), 32);
+  LLVMValueRef fitting = LLVMBuildSDiv(b, gen_i64(gen, PACKED_B_BYTES), gen_imul(gen, kp, 2 * PANEL_COLUMNS), "");
+  LLVMValueRef span = cpu_min64(gen, np, gen_imul(gen, at_least_one(gen, fitting), PANEL_COLUMNS));
+  LLVMValueRef bytes = gen_iadd(gen, gen_imul(gen, LLVMBuildMul(b, kp, gen_iadd(gen, span, gen_i64(gen, BLOCK_ROWS)), ""), 2),
                                 gen_i64(gen, BLOCK_ROWS * PANEL_COLUMNS * 4));
   LLVMValueRef scratch = cpu_thread_scratch(gen, bytes);
   /* The f32 sums first: 64-byte aligned as the scratch is, for the tiles. */
@@ -108,22 +133,25 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
   if (family->begin)
     family->begin(gen);
 
-  GenLoop jc, ic, pc, jr, ir, r;
-  cpu_step_loop_begin(gen, &jc, n, PANEL_COLUMNS);
-  LLVMValueRef nc = cpu_min64(gen, gen_i64(gen, PANEL_COLUMNS), LLVMBuildSub(b, n, jc.index, ""));
+  GenLoop jb, ic, jc, pc, jr, ir, r;
+  LLVMValueRef spans = LLVMBuildSDiv(b, gen_iadd(gen, n, LLVMBuildSub(b, span, one, "")), span, "");
+  gen_loop_begin(gen, &jb, gen_i64(gen, 0), spans);
+  LLVMValueRef j0 = LLVMBuildMul(b, jb.index, span, "");
+  LLVMValueRef nb = cpu_min64(gen, span, LLVMBuildSub(b, n, j0, ""));
   /* B(p, j) at p * sp + j * sq */
   LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
-  cpu_pack_bf16(gen, bpack, gen_element(gen, gen->i16, bm, LLVMBuildMul(b, jc.index, bsq, "")), k, kp,
-            nc, round_up(gen, nc, 32), bsp, bsq, tb, true);
+  cpu_pack_bf16(gen, bpack, gen_element(gen, gen->i16, bm, LLVMBuildMul(b, j0, bsq, "")), k, kp, nb,
+                round_up(gen, nb, 32), bsp, bsq, tb, true);
   cpu_step_loop_begin(gen, &ic, m, BLOCK_ROWS);
   LLVMValueRef mc = cpu_min64(gen, gen_i64(gen, BLOCK_ROWS), LLVMBuildSub(b, m, ic.index, ""));
   /* A(i, p) at p * sp + i * sq */
   LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
   cpu_pack_bf16(gen, apack, gen_element(gen, gen->i16, a, LLVMBuildMul(b, ic.index, asq, "")), k, kp,
             mc, round_up(gen, mc, 32), asp, asq, !ta, false);
+  cpu_step_loop_begin(gen, &jc, nb, PANEL_COLUMNS);
+  LLVMValueRef nc = cpu_min64(gen, panel, LLVMBuildSub(b, nb, jc.index, ""));
   cpu_step_loop_begin(gen, &pc, kp, DEPTH_BLOCK);
   LLVMValueRef kc = cpu_min64(gen, gen_i64(gen, DEPTH_BLOCK), LLVMBuildSub(b, kp, pc.index, ""));
-  /* Both layouts hold a strip's k steps of 32 in 512-element blocks. */
   LLVMValueRef k_offset = gen_imul(gen, pc.index, 16);
   LLVMValueRef accumulate = LLVMBuildICmp(b, LLVMIntSGT, pc.index, gen_i64(gen, 0), "");
   cpu_step_loop_begin(gen, &jr, nc, 32);
@@ -133,7 +161,7 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
                                gen_imul(gen, LLVMBuildAnd(b, ir.index, gen_i64(gen, 15), ""), 32));
   LLVMValueRef call[7] = {
       kc, kp, gen_element(gen, gen->i16, apack, gen_iadd(gen, arow, k_offset)),
-      gen_element(gen, gen->i16, bpack, gen_iadd(gen, LLVMBuildMul(b, jr.index, kp, ""), k_offset)),
+      gen_element(gen, gen->i16, bpack, gen_iadd(gen, LLVMBuildMul(b, gen_iadd(gen, jc.index, jr.index), kp, ""), k_offset)),
       gen_element(gen, gen->f32, sums, gen_iadd(gen, gen_imul(gen, ir.index, PANEL_COLUMNS), jr.index)),
       panel, accumulate};
   LLVMBuildCall2(b, LLVMGlobalGetValueType(micro), micro, call, 7, "");
@@ -154,7 +182,7 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
   LLVMValueRef from = call[4];
   LLVMValueRef to = gen_element(
       gen, gen->i16, c,
-      gen_iadd(gen, LLVMBuildMul(b, gen_iadd(gen, ic.index, ir.index), ldc, ""), gen_iadd(gen, jc.index, jr.index)));
+      gen_iadd(gen, LLVMBuildMul(b, gen_iadd(gen, ic.index, ir.index), ldc, ""), gen_iadd(gen, gen_iadd(gen, j0, jc.index), jr.index)));
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, cols, gen_i64(gen, 32), ""), whole, part);
   LLVMPositionBuilderAtEnd(b, whole);
   gen_loop_begin(gen, &r, gen_i64(gen, 0), rows);
@@ -176,8 +204,9 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
   cpu_step_loop_end(gen, &ir);
   cpu_step_loop_end(gen, &jr);
   cpu_step_loop_end(gen, &pc);
-  cpu_step_loop_end(gen, &ic);
   cpu_step_loop_end(gen, &jc);
+  cpu_step_loop_end(gen, &ic);
+  gen_loop_end(gen, &jb);
   if (family->end)
     family->end(gen);
   LLVMBuildRetVoid(b);
