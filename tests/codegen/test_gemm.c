@@ -13,7 +13,7 @@
  * TFM_CPU_KERNELS names (ctest runs it once per family: AMX, AVX512-BF16,
  * the widening f32 path): C holds one rounding of an f32 sum, so elements agree to one
  * bf16 step, 2^-7 of sum_k |a||b| at most. The sizes cross the pair
- * families' blocks too: 128-column panels (n = 129, 1027, 1030), 256-row
+ * families' blocks too: 128-column panels (n = 1027, 1030), 256-row
  * blocks (m = 450), k blocks of 2048 (k = 2083), k padded to a multiple of
  * 32, and B packed in more than one go (packed_spans). */
 #include <stdio.h>
@@ -159,14 +159,15 @@ static void f64(void) {
   run_modes("gemm f64", g, GRAPH_F64);
 }
 
-/* B larger than the pair families pack at once (8 MiB): at k = 16400
- * only one 128-column panel fits, so 130 columns are packed in two goes
- * and C's columns past the first are written from the second; B
- * transposed or not. */
+/* B larger than the pair families pack at once (8 MiB): at k = 26250
+ * packed B is 160 x 26272 bf16 (8.4 MB) and only one 128-column panel
+ * fits, so its 130 columns are packed in two spans and C's columns past
+ * the first span are written from the second; B transposed or not. m = n,
+ * so the kernel does not split the columns between threads (cpu/dot.c). */
 static void packed_spans(void) {
   Graph *g = graph_new();
-  output_dot(g, "spans_nn", GRAPH_BF16, "a", SHAPE(130, 16400), "b", SHAPE(16400, 130), false, false);
-  output_dot(g, "spans_nt", GRAPH_BF16, "c", SHAPE(130, 16400), "d", SHAPE(130, 16400), false, true);
+  output_dot(g, "spans_nn", GRAPH_BF16, "a", SHAPE(130, 26250), "b", SHAPE(26250, 130), false, false);
+  output_dot(g, "spans_nt", GRAPH_BF16, "c", SHAPE(130, 26250), "d", SHAPE(130, 26250), false, true);
   run_tolerance("gemm bf16 packed spans", g, GRAPH_F32, 1.0 / 128);
 }
 

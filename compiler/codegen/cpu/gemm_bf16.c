@@ -12,14 +12,16 @@
  * AMX tile row or one zmm register). A is packed in AMX tiles' blocks of
  * 16 rows x 32 k (packed_index). k is padded
  * with zeros to a multiple of 32 (one AMX tile's depth), so every
- * micro-kernel runs all of k at once and holds each element's whole sum in
- * f32 (tiles or registers); it is rounded once into C. Rows and columns
+ * micro-kernel step is a whole tile's depth; each element's sum is held
+ * in f32 (tiles, registers, or the sums in scratch between k blocks) and
+ * rounded once into C. Rows and columns
  * past the matrix's are packed as copies of its last (never NaN from
  * memory not written) and their sums are not stored.
  *
- * Loops: B packed once for as many of its columns as PACKED_B_BYTES holds
- * (all of them up to 2048 x 2048), then MC-row blocks of A each packed
- * once; in each, NC-column panels of the packed B, k blocks of KC, and
+ * Loops: B packed once for a span of as many whole NC-column panels as
+ * PACKED_B_BYTES holds (all of B up to 2048 x 2048), then MC-row blocks
+ * of A, each packed once a span; in each, the span's panels, k blocks of
+ * KC, and
  * 32-column by MR-row micro tiles that add the block's products to the
  * MC x NC f32 sums in thread scratch (the micro-kernel's tiles or
  * registers load them before the block and store them after); a micro
@@ -33,8 +35,8 @@
  * and 1,970 with all of k. Its A block (MC x KC, 1 MiB) and a panel of B
  * (NC x KC, 512 KiB) then share the 2 MiB L2; B packed whole keeps A from
  * being packed again for each panel (16 times at n = 2048). Square 2048,
- * two threads: 1,840-1,940 GFLOP/s with NC 512, MC 128, KC 256, B packed
- * per panel; 2,140-2,210 with these (bench/RESULTS.md, 2026-12-07). The
+ * two threads: 1,820-1,940 GFLOP/s with NC 512, MC 128, KC 256, B packed
+ * per panel; 2,060-2,250 with these (bench/RESULTS.md, 2026-12-07). The
  * AVX512-BF16 family, register-bound, ran the same with both.
  *
  * The products use the instructions' own rounding (round to nearest,
@@ -116,8 +118,8 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
   LLVMValueRef one = gen_i64(gen, 1);
   /* k = 0 packs one step of zeros: C = 0. */
   LLVMValueRef kp = round_up(gen, at_least_one(gen, k), DEPTH_STEP);
-  /* B's columns packed at once (a span): all of them when they fit
-   * PACKED_B_BYTES, else as many whole panels as fit (at least one). */
+  /* B's columns packed at once (a span): as many whole panels as
+   * PACKED_B_BYTES holds (at least one), or all of B when that covers it. */
   LLVMValueRef np = round_up(gen, at_least_one(gen, n), 32);
   LLVMValueRef fitting = LLVMBuildSDiv(b, gen_i64(gen, PACKED_B_BYTES), gen_imul(gen, kp, 2 * PANEL_COLUMNS), "");
   LLVMValueRef span = cpu_min64(gen, np, gen_imul(gen, at_least_one(gen, fitting), PANEL_COLUMNS));
