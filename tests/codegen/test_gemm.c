@@ -166,8 +166,10 @@ static void f64(void) {
  * so the kernel does not split the columns between threads (cpu/dot.c). */
 static void packed_spans(void) {
   Graph *g = graph_new();
-  output_dot(g, "spans_nn", GRAPH_BF16, "a", SHAPE(130, 26250), "b", SHAPE(26250, 130), false, false);
-  output_dot(g, "spans_nt", GRAPH_BF16, "c", SHAPE(130, 26250), "d", SHAPE(130, 26250), false, true);
+  output_dot(g, "spans_nn", GRAPH_BF16, "a", SHAPE(130, 26250), "b", SHAPE(26250, 130), false,
+             false);
+  output_dot(g, "spans_nt", GRAPH_BF16, "c", SHAPE(130, 26250), "d", SHAPE(130, 26250), false,
+             true);
   run_tolerance("gemm bf16 packed spans", g, GRAPH_F32, 1.0 / 128);
 }
 

@@ -21,9 +21,8 @@
  * Loops: B packed once for a span of as many whole NC-column panels as
  * PACKED_B_BYTES holds (all of B up to 2048 x 2048), then MC-row blocks
  * of A, each packed once a span; in each, the span's panels, k blocks of
- * KC, and
- * 32-column by MR-row micro tiles that add the block's products to the
- * MC x NC f32 sums in thread scratch (the micro-kernel's tiles or
+ * KC, and 32-column by MR-row micro tiles that add the block's products
+ * to the MC x NC f32 sums in thread scratch (the micro-kernel's tiles or
  * registers load them before the block and store them after); a micro
  * tile's sums are rounded into C once, right after its last block.
  *
@@ -121,10 +120,12 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
   /* B's columns packed at once (a span): as many whole panels as
    * PACKED_B_BYTES holds (at least one), or all of B when that covers it. */
   LLVMValueRef np = round_up(gen, at_least_one(gen, n), 32);
-  LLVMValueRef fitting = LLVMBuildSDiv(b, gen_i64(gen, PACKED_B_BYTES), gen_imul(gen, kp, 2 * PANEL_COLUMNS), "");
+  LLVMValueRef fitting =
+      LLVMBuildSDiv(b, gen_i64(gen, PACKED_B_BYTES), gen_imul(gen, kp, 2 * PANEL_COLUMNS), "");
   LLVMValueRef span = cpu_min64(gen, np, gen_imul(gen, at_least_one(gen, fitting), PANEL_COLUMNS));
-  LLVMValueRef bytes = gen_iadd(gen, gen_imul(gen, LLVMBuildMul(b, kp, gen_iadd(gen, span, gen_i64(gen, BLOCK_ROWS)), ""), 2),
-                                gen_i64(gen, BLOCK_ROWS * PANEL_COLUMNS * 4));
+  /* The sums, A's row block and B's span. */
+  LLVMValueRef packed = LLVMBuildMul(b, kp, gen_iadd(gen, span, gen_i64(gen, BLOCK_ROWS)), "");
+  LLVMValueRef bytes = gen_iadd(gen, gen_imul(gen, packed, 2), gen_i64(gen, BLOCK_ROWS * PANEL_COLUMNS * 4));
   LLVMValueRef scratch = cpu_thread_scratch(gen, bytes);
   /* The f32 sums first: 64-byte aligned as the scratch is, for the tiles. */
   LLVMValueRef sums = LLVMBuildBitCast(b, scratch, LLVMPointerType(gen->f32, 0), "");
@@ -154,16 +155,18 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
   LLVMValueRef nc = cpu_min64(gen, panel, LLVMBuildSub(b, nb, jc.index, ""));
   cpu_step_loop_begin(gen, &pc, kp, DEPTH_BLOCK);
   LLVMValueRef kc = cpu_min64(gen, gen_i64(gen, DEPTH_BLOCK), LLVMBuildSub(b, kp, pc.index, ""));
+  /* Both layouts hold a strip's k steps of 32 in 512-element blocks. */
   LLVMValueRef k_offset = gen_imul(gen, pc.index, 16);
   LLVMValueRef accumulate = LLVMBuildICmp(b, LLVMIntSGT, pc.index, gen_i64(gen, 0), "");
   cpu_step_loop_begin(gen, &jr, nc, 32);
+  LLVMValueRef column = gen_iadd(gen, jc.index, jr.index); /* the micro tile's, in the span */
   cpu_step_loop_begin(gen, &ir, mc, family->rows);
   /* The micro tile's first row: its strip, and its row in the strip. */
   LLVMValueRef arow = gen_iadd(gen, LLVMBuildMul(b, LLVMBuildAnd(b, ir.index, gen_i64(gen, -16), ""), kp, ""),
                                gen_imul(gen, LLVMBuildAnd(b, ir.index, gen_i64(gen, 15), ""), 32));
   LLVMValueRef call[7] = {
       kc, kp, gen_element(gen, gen->i16, apack, gen_iadd(gen, arow, k_offset)),
-      gen_element(gen, gen->i16, bpack, gen_iadd(gen, LLVMBuildMul(b, gen_iadd(gen, jc.index, jr.index), kp, ""), k_offset)),
+      gen_element(gen, gen->i16, bpack, gen_iadd(gen, LLVMBuildMul(b, column, kp, ""), k_offset)),
       gen_element(gen, gen->f32, sums, gen_iadd(gen, gen_imul(gen, ir.index, PANEL_COLUMNS), jr.index)),
       panel, accumulate};
   LLVMBuildCall2(b, LLVMGlobalGetValueType(micro), micro, call, 7, "");
@@ -184,7 +187,7 @@ static LLVMValueRef emit_pair_gemm(Gen *gen, const CpuPairFamily *family, bool t
   LLVMValueRef from = call[4];
   LLVMValueRef to = gen_element(
       gen, gen->i16, c,
-      gen_iadd(gen, LLVMBuildMul(b, gen_iadd(gen, ic.index, ir.index), ldc, ""), gen_iadd(gen, gen_iadd(gen, j0, jc.index), jr.index)));
+      gen_iadd(gen, LLVMBuildMul(b, gen_iadd(gen, ic.index, ir.index), ldc, ""), gen_iadd(gen, j0, column)));
   LLVMBuildCondBr(b, LLVMBuildICmp(b, LLVMIntEQ, cols, gen_i64(gen, 32), ""), whole, part);
   LLVMPositionBuilderAtEnd(b, whole);
   gen_loop_begin(gen, &r, gen_i64(gen, 0), rows);
