@@ -143,7 +143,7 @@ static void chunk_softmax(Flash *f, LLVMValueRef first, LLVMValueRef count, LLVM
   LLVMValueRef sum = LLVMBuildLoad2(b, amx_f32x16(f->gen), f->sums, "");
   LLVMValueRef tile = gen_imul(gen, blk.index, AMX_TILE_ELEMENTS);
   for (int pair = 0; pair < KEYS / 2; pair++) {
-    LLVMValueRef p[2], lo[2], rounded[2];
+    LLVMValueRef p[2];
     for (int e = 0; e < 2; e++) {
       LLVMValueRef s = visible_scores(f, scores, gen_iadd(gen, first, blk.index), 2 * pair + e, query, &hidden);
       /* hidden lanes take exp(0), not exp(-inf), whose underflow costs a
@@ -152,10 +152,7 @@ static void chunk_softmax(Flash *f, LLVMValueRef first, LLVMValueRef count, LLVM
       p[e] = LLVMBuildSelect(b, hidden, zero, gen_exp_f32(gen, x), "");
       sum = LLVMBuildFAdd(b, sum, p[e], "");
     }
-    LLVMValueRef at = gen_iadd(gen, tile, i64c(f, 32 * pair));
-    amx_round_pair(gen, p, true, f->p_hi, at, rounded);
-    for (int e = 0; e < 2; e++) lo[e] = LLVMBuildFSub(b, p[e], rounded[e], "");
-    amx_round_pair(gen, lo, true, f->p_lo, at, NULL);
+    amx_split_pair(gen, p, true, f->p_hi, f->p_lo, gen_iadd(gen, tile, i64c(f, 32 * pair)));
   }
   LLVMBuildStore(b, sum, f->sums);
   gen_loop_end(gen, &blk);

@@ -40,13 +40,12 @@ LLVMValueRef amx_tile(Gen *gen, LLVMValueRef base, LLVMValueRef outer, int64_t c
 /* A stack array of count elements, 64-byte aligned, as an element pointer. */
 LLVMValueRef amx_stack_array(Gen *gen, LLVMTypeRef element, int64_t count, const char *name);
 
-/* x[0] and x[1] (16 f32 lanes each) rounded to bf16 (vcvtne2ps2bf16) as a
- * tile row at element `index` of `base`: interleaved, the B layout's row
- * of pairs (x[0] lane l, x[1] lane l); or not, an A row (x[0]'s 16 then
- * x[1]'s). The rounded values come back as floats in `rounded` unless it
- * is NULL. */
-void amx_round_pair(Gen *gen, LLVMValueRef *x, bool interleave, LLVMValueRef base, LLVMValueRef index,
-                    LLVMValueRef *rounded);
+/* x[0] and x[1] (16 f32 lanes each) as two bf16 parts, each a tile row at
+ * element `index`: bf16(x) (vcvtne2ps2bf16) in `hi` and bf16(x - bf16(x))
+ * in `lo`. Interleaved, the B layout's row of pairs (x[0] lane l, x[1]
+ * lane l); or not, an A row (x[0]'s 16 then x[1]'s). */
+void amx_split_pair(Gen *gen, LLVMValueRef *x, bool interleave, LLVMValueRef hi, LLVMValueRef lo,
+                    LLVMValueRef index);
 
 /* x[c] (16 f32 lanes, one a row) is column `column` + c of rows row0 ..
  * row0 + 15 of dst (row-major, len columns): stored, transposed, for the

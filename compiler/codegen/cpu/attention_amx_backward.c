@@ -145,21 +145,13 @@ static void block_softmax_grad(Backward *w, LLVMValueRef kt, LLVMValueRef qb) {
       }
       /* row j of the A tiles of its group of 16 keys: 32 queries */
       LLVMValueRef row = i64c(w, AMX_TILE_ELEMENTS * (j / 16) + 32 * (j % 16));
-      LLVMValueRef rounded[2], rest[2];
-      amx_round_pair(gen, p[e], false, w->p_hi, row, rounded);
-      for (int u = 0; u < 2; u++) rest[u] = LLVMBuildFSub(b, p[e][u], rounded[u], "");
-      amx_round_pair(gen, rest, false, w->p_lo, row, NULL);
-      amx_round_pair(gen, ds[e], false, w->ds_hi, row, rounded);
-      for (int u = 0; u < 2; u++) rest[u] = LLVMBuildFSub(b, ds[e][u], rounded[u], "");
-      amx_round_pair(gen, rest, false, w->ds_lo, row, NULL);
+      amx_split_pair(gen, p[e], false, w->p_hi, w->p_lo, row);
+      amx_split_pair(gen, ds[e], false, w->ds_hi, w->ds_lo, row);
     }
     /* the pair's row of the B tiles of ds, one a query group */
     for (int u = 0; u < 2; u++) {
-      LLVMValueRef x[2] = {ds[0][u], ds[1][u]}, rounded[2], rest[2];
-      LLVMValueRef row = i64c(w, AMX_TILE_ELEMENTS * u + 32 * pair);
-      amx_round_pair(gen, x, true, w->dsb_hi, row, rounded);
-      for (int e = 0; e < 2; e++) rest[e] = LLVMBuildFSub(b, x[e], rounded[e], "");
-      amx_round_pair(gen, rest, true, w->dsb_lo, row, NULL);
+      LLVMValueRef x[2] = {ds[0][u], ds[1][u]};
+      amx_split_pair(gen, x, true, w->dsb_hi, w->dsb_lo, i64c(w, AMX_TILE_ELEMENTS * u + 32 * pair));
     }
   }
 }

@@ -70,8 +70,10 @@ LLVMValueRef amx_stack_array(Gen *gen, LLVMTypeRef element, int64_t count, const
   return LLVMBuildBitCast(gen->builder, a, LLVMPointerType(element, 0), "");
 }
 
-void amx_round_pair(Gen *gen, LLVMValueRef *x, bool interleave, LLVMValueRef base, LLVMValueRef index,
-                    LLVMValueRef *rounded) {
+/* x[0] and x[1] rounded to bf16 and stored as a tile row (amx_split_pair);
+ * returns the 32 bf16 values, x[0]'s then x[1]'s. */
+static LLVMValueRef store_rounded(Gen *gen, LLVMValueRef *x, bool interleave, LLVMValueRef base,
+                                  LLVMValueRef index) {
   LLVMBuilderRef b = gen->builder;
   LLVMTypeRef halves = LLVMVectorType(gen->i16, 32);
   LLVMValueRef args[2] = {x[1], x[0]}; /* the second operand fills the low half */
@@ -84,12 +86,21 @@ void amx_round_pair(Gen *gen, LLVMValueRef *x, bool interleave, LLVMValueRef bas
     row = LLVMBuildShuffleVector(b, bits, LLVMGetUndef(halves), LLVMConstVector(order, 32), "");
   }
   LLVMSetAlignment(LLVMBuildStore(b, row, vector_at(gen, halves, gen->i16, base, index)), 4);
-  if (!rounded) return;
+  return bits;
+}
+
+void amx_split_pair(Gen *gen, LLVMValueRef *x, bool interleave, LLVMValueRef hi, LLVMValueRef lo,
+                    LLVMValueRef index) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMTypeRef halves = LLVMVectorType(gen->i16, 32);
+  LLVMValueRef bits = store_rounded(gen, x, interleave, hi, index);
+  LLVMValueRef rest[2];
   for (int h = 0; h < 2; h++) {
     LLVMValueRef part = LLVMBuildShuffleVector(b, bits, LLVMGetUndef(halves), amx_lanes(gen, 16 * h, 1), "");
     LLVMValueRef wide = LLVMBuildShl(b, LLVMBuildZExt(b, part, amx_i32x16(gen), ""), amx_splat_i32(gen, 16), "");
-    rounded[h] = LLVMBuildBitCast(b, wide, amx_f32x16(gen), "");
+    rest[h] = LLVMBuildFSub(b, x[h], LLVMBuildBitCast(b, wide, amx_f32x16(gen), ""), "");
   }
+  store_rounded(gen, rest, interleave, lo, index);
 }
 
 bool amx_mask_per_key(const GraphShape *mask) { return mask->rank < 2 || mask->dims[mask->rank - 2] == 1; }
