@@ -2,7 +2,8 @@
  * every transpose combination on odd sizes (edge tiles in m and n, rows
  * ending a block in a part of a tile's, k = 1,
  * k past one k block, m past one row block, n past one column panel, k
- * not a multiple of the packing's four-step transposes),
+ * not a multiple of the packing's four-step transposes; both loop orders:
+ * row_blocks),
  * batched and broadcast operands, f64, each with the AVX-512 geometry
  * (native here), the AVX2 one (x86-64-v3), with and without the thread pool.
  * The GEMM sums k ascending as the evaluator does but fuses each multiply
@@ -173,6 +174,22 @@ static void packed_spans(void) {
   run_tolerance("gemm bf16 packed spans", g, GRAPH_F32, 1.0 / 128);
 }
 
+/* n past 1024, where AVX-512's f32 GEMM puts A's row blocks outermost
+ * (gemm.c), nn and tt (each operand packed both ways): serial, m past its 1032-row block (ending in
+ * two thirds of MR), k past its 384, n past two 512-column blocks into a
+ * part-filled sliver; split between threads, 520 rows each. */
+static void row_blocks(void) {
+  Graph *g = graph_new();
+  for (int t = 0; t < 2; t++) {
+    bool ta = t, tb = t;
+    char a[8], b[8], c[16];
+    snprintf(a, sizeof a, "a%d", t), snprintf(b, sizeof b, "b%d", t);
+    snprintf(c, sizeof c, "rows_%c%c", ta ? 't' : 'n', tb ? 't' : 'n');
+    output_dot(g, c, GRAPH_F32, a, operand(1040, 390, ta), b, operand(390, 1030, tb), ta, tb);
+  }
+  run_modes("gemm row blocks", g, GRAPH_F32);
+}
+
 /* "codegen_gemm bf16": the bf16 cases, which ctest runs once per kernel
  * family; without it, the f32 and f64 ones. */
 int main(int argc, char **argv) {
@@ -184,6 +201,7 @@ int main(int argc, char **argv) {
   }
   for (int t = 0; t < 4; t++)
     transposes(GRAPH_F32, t & 1, t & 2);
+  row_blocks();
   batched();
   vector_rows();
   f64();

@@ -25,11 +25,17 @@
 
 #include "cpu_internal.h"
 
+/* The blocks of one loop order: mc rows of A, kc of k, nc columns of B. */
+typedef struct GemmBlocks {
+  int64_t mc, kc, nc;
+} GemmBlocks;
+
 /* The register tile and the cache blocks for a vector width. */
 typedef struct GemmGeometry {
-  int lanes;      /* elements per vector */
-  int mr, nv;     /* tile: mr rows x nv vectors (nr = nv * lanes columns) */
-  int64_t mc, kc, nc;
+  int lanes;          /* elements per vector */
+  int mr, nv;         /* tile: mr rows x nv vectors (nr = nv * lanes columns) */
+  GemmBlocks columns; /* B's column blocks outermost: n <= columns.nc */
+  GemmBlocks rows;    /* A's row blocks outermost, for wider n (mc = 0: none) */
 } GemmGeometry;
 
 static unsigned element_bytes(const Gen *gen, LLVMTypeRef t) { return t == gen->f64 ? 8 : 4; }
@@ -46,11 +52,23 @@ static GemmGeometry geometry(const Gen *gen, LLVMTypeRef t) {
      * which keeps up. mc = 192 keeps the packed A block (384 KiB) in L2
      * beside the B micro-panels passing through. One thread, CPU time,
      * square 2048, three runs: 126-133 GFLOP/s with mc 432, kc 256 against
-     * 149-159 (bench/RESULTS.md, 2026-12-07). */
-    g = (GemmGeometry){.lanes = 64 / bytes, .mr = 12, .nv = 2, .mc = 192, .kc = 512, .nc = 1024};
+     * 149-159 (bench/RESULTS.md, 2026-12-07).
+     *
+     * Past n = 1024 the column blocks would pack A once per block; the row
+     * order packs a thread's rows (up to 1032) once per k block of 384 and
+     * B in blocks of 384 x 512 (768 KiB, in L2), each 12 x 384 A sliver
+     * (18 KiB) staying in L1 while B's slivers pass. Square 2048 and
+     * [2048 x 512] x [512 x 4096], two threads: 5-10% faster than the
+     * column order (bench/RESULTS.md, stop 41). Measured in f32 only, so
+     * f64 keeps the column order. */
+    g = (GemmGeometry){.lanes = 64 / bytes, .mr = 12, .nv = 2,
+                       .columns = {.mc = 192, .kc = 512, .nc = 1024}};
+    if (bytes == 4)
+      g.rows = (GemmBlocks){.mc = 1032, .kc = 384, .nc = 512};
   } else {
     /* 16 registers: 6 x 2 accumulators, two of B and a broadcast. */
-    g = (GemmGeometry){.lanes = 32 / bytes, .mr = 6, .nv = 2, .mc = 144, .kc = 256, .nc = 1024};
+    g = (GemmGeometry){.lanes = 32 / bytes, .mr = 6, .nv = 2,
+                       .columns = {.mc = 144, .kc = 256, .nc = 1024}};
   }
   return g;
 }
@@ -393,63 +411,44 @@ static LLVMValueRef micro_kernel(Gen *gen, LLVMTypeRef t, const GemmGeometry *g,
   return micro ? micro : emit_micro_kernel(gen, t, g, rows, name);
 }
 
-/* void gemm(T *c, T *a, T *b, i64 m, i64 n, i64 k, i64 lda, i64 ldb, i64 ldc):
- * c[i*ldc + j] = sum_p A(i, p) B(p, j), A(i, p) = a[ta ? p*lda + i : i*lda + p],
- * B(p, j) = b[tb ? j*ldb + p : p*ldb + j]. */
-static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const char *name) {
+/* What a GEMM's loops over blocks hand to the micro-kernels. */
+typedef struct GemmTiles {
+  const GemmGeometry *g;
+  LLVMTypeRef t;
+  LLVMValueRef micro[3]; /* g->mr rows, a third and two thirds of them */
+  LLVMValueRef tile;     /* an MR x NR tile on the stack, for C's edges */
+} GemmTiles;
+
+/* C[ic.., jc..] (+)= the packed A block (mc x kc, MR-row slivers) times the
+ * packed B block (kc x nc, NR-column slivers), tile by tile. rows_outer
+ * says which loop is outside: a column of B slivers under which every A
+ * sliver passes (the B sliver is the one reused), or a row of A slivers
+ * (the A sliver is reused, in L1, while B's slivers stream from L2). */
+static void emit_block_product(Gen *gen, const GemmTiles *tt, LLVMValueRef apack,
+                               LLVMValueRef bpack, LLVMValueRef mc, LLVMValueRef nc,
+                               LLVMValueRef kc, LLVMValueRef c, LLVMValueRef ldc,
+                               LLVMValueRef accumulate, bool rows_outer) {
   LLVMBuilderRef b = gen->builder;
-  LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
-  GemmGeometry g = geometry(gen, t);
-  int64_t nr = (int64_t)g.nv * g.lanes;
-  int third = g.mr / 3;
-  LLVMValueRef micro = micro_kernel(gen, t, &g, g.mr);
-  LLVMValueRef micro_third = micro_kernel(gen, t, &g, third);
-  LLVMValueRef micro_two_thirds = micro_kernel(gen, t, &g, 2 * third);
-  LLVMTypeRef micro_type = LLVMGlobalGetValueType(micro);
-
-  LLVMTypeRef tp = LLVMPointerType(t, 0);
-  LLVMTypeRef params[9] = {tp, tp, tp, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64};
-  LLVMValueRef fn = cpu_gemm_function_begin(gen, name, params, 9, NULL);
-  LLVMValueRef c = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bm = LLVMGetParam(fn, 2);
-  LLVMValueRef m = LLVMGetParam(fn, 3), n = LLVMGetParam(fn, 4), k = LLVMGetParam(fn, 5);
-  LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);
-  LLVMValueRef one = gen_i64(gen, 1);
-
-  int64_t size = element_bytes(gen, t);
-  LLVMValueRef bytes = gen_i64(gen, (g.mc * g.kc + g.kc * g.nc) * size);
-  LLVMValueRef scratch = cpu_thread_scratch(gen, bytes);
-  LLVMValueRef apack = LLVMBuildBitCast(b, scratch, tp, "");
-  LLVMValueRef bpack = gen_element(gen, t, apack, gen_i64(gen, g.mc * g.kc));
-  LLVMValueRef tile = gen_entry_alloca(gen, LLVMArrayType(t, (unsigned)(g.mr * nr)), "tile");
-  tile = LLVMBuildBitCast(b, tile, tp, "");
-
-  GenLoop jc, pc, ic, jr, ir;
-  cpu_step_loop_begin(gen, &jc, n, g.nc);
-  LLVMValueRef nc = cpu_min64(gen, gen_i64(gen, g.nc), LLVMBuildSub(b, n, jc.index, ""));
-  LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, g.kc, &accumulate);
-  /* B block (pc.., jc..): B(p, j) at p*sp + j*sq. */
-  LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
-  LLVMValueRef bsrc = gen_element(gen, t, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
-  emit_pack(gen, t, bpack, bsrc, kc, nc, bsp, bsq, (int)nr, !tb, false);
-  cpu_step_loop_begin(gen, &ic, m, g.mc);
-  LLVMValueRef mc = cpu_min64(gen, gen_i64(gen, g.mc), LLVMBuildSub(b, m, ic.index, ""));
-  /* A block (ic.., pc..): A(i, p) at p*sp + i*sq. */
-  LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
-  LLVMValueRef asrc = gen_element(gen, t, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
-  /* A's block is packed into MR-row slivers, k step by k step, so the
-   * micro-kernel's broadcasts read one sliver in order. Read in place, the
-   * MR rows were lda apart: at lda = 1024 or 2048 f32 all of them fall in
-   * one L1 set, where they evicted each other and the B micro-panel. */
-  emit_pack(gen, t, apack, asrc, kc, mc, asp, asq, g.mr, ta, false);
-  cpu_step_loop_begin(gen, &jr, nc, nr);
+  const GemmGeometry *g = tt->g;
+  LLVMTypeRef t = tt->t;
+  int64_t nr = (int64_t)g->nv * g->lanes;
+  int third = g->mr / 3;
+  LLVMValueRef fn = LLVMGetBasicBlockParent(LLVMGetInsertBlock(b));
+  LLVMTypeRef micro_type = LLVMGlobalGetValueType(tt->micro[0]);
+  GenLoop jr, ir;
+  if (rows_outer) {
+    cpu_step_loop_begin(gen, &ir, mc, g->mr);
+    cpu_step_loop_begin(gen, &jr, nc, nr);
+  } else {
+    cpu_step_loop_begin(gen, &jr, nc, nr);
+    cpu_step_loop_begin(gen, &ir, mc, g->mr);
+  }
   LLVMValueRef cols = cpu_min64(gen, gen_i64(gen, nr), LLVMBuildSub(b, nc, jr.index, ""));
   LLVMValueRef bsliver = gen_element(gen, t, bpack, mul(gen, jr.index, kc));
-  cpu_step_loop_begin(gen, &ir, mc, g.mr);
-  LLVMValueRef rows = cpu_min64(gen, gen_i64(gen, g.mr), LLVMBuildSub(b, mc, ir.index, ""));
+  LLVMValueRef rows = cpu_min64(gen, gen_i64(gen, g->mr), LLVMBuildSub(b, mc, ir.index, ""));
   LLVMValueRef asliver = gen_element(gen, t, apack, mul(gen, ir.index, kc));
-  LLVMValueRef ct = gen_element(
-      gen, t, c, add(gen, mul(gen, add(gen, ic.index, ir.index), ldc), add(gen, jc.index, jr.index)));
-  LLVMValueRef full = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, rows, gen_i64(gen, g.mr), ""),
+  LLVMValueRef ct = gen_element(gen, t, c, add(gen, mul(gen, ir.index, ldc), jr.index));
+  LLVMValueRef full = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntEQ, rows, gen_i64(gen, g->mr), ""),
                                    LLVMBuildICmp(b, LLVMIntEQ, cols, gen_i64(gen, nr), ""), "");
   LLVMBasicBlockRef direct = LLVMAppendBasicBlockInContext(gen->context, fn, "full_tile");
   LLVMBasicBlockRef edge = LLVMAppendBasicBlockInContext(gen->context, fn, "edge_tile");
@@ -457,7 +456,7 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   LLVMBuildCondBr(b, full, direct, edge);
   LLVMPositionBuilderAtEnd(b, direct);
   LLVMValueRef call[6] = {kc, asliver, bsliver, ct, ldc, accumulate};
-  LLVMBuildCall2(b, micro_type, micro, call, 6, "");
+  LLVMBuildCall2(b, micro_type, tt->micro[0], call, 6, "");
   LLVMBuildBr(b, next);
   /* A block's last rows (a thread's 256 or 1024 rows end in 4) run the
    * micro-kernel of a third or two thirds of MR rows that holds them: a
@@ -468,7 +467,7 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   LLVMValueRef in_third = LLVMBuildICmp(b, LLVMIntSLE, rows, gen_i64(gen, third), "");
   LLVMValueRef in_two = LLVMBuildICmp(b, LLVMIntSLE, rows, gen_i64(gen, 2 * third), "");
   LLVMValueRef part = LLVMBuildSelect(
-      b, in_third, micro_third, LLVMBuildSelect(b, in_two, micro_two_thirds, micro, ""), "");
+      b, in_third, tt->micro[1], LLVMBuildSelect(b, in_two, tt->micro[2], tt->micro[0], ""), "");
   LLVMValueRef exact = LLVMBuildAnd(
       b,
       LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntEQ, rows, gen_i64(gen, third), ""),
@@ -482,17 +481,129 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, through);
   LLVMValueRef NR = gen_i64(gen, nr);
-  emit_copy_block(gen, t, tile, NR, ct, ldc, rows, cols);
-  LLVMValueRef edge_call[6] = {kc, asliver, bsliver, tile, NR, accumulate};
+  emit_copy_block(gen, t, tt->tile, NR, ct, ldc, rows, cols);
+  LLVMValueRef edge_call[6] = {kc, asliver, bsliver, tt->tile, NR, accumulate};
   LLVMBuildCall2(b, micro_type, part, edge_call, 6, "");
-  emit_copy_block(gen, t, ct, ldc, tile, NR, rows, cols);
+  emit_copy_block(gen, t, ct, ldc, tt->tile, NR, rows, cols);
   LLVMBuildBr(b, next);
   LLVMPositionBuilderAtEnd(b, next);
-  cpu_step_loop_end(gen, &ir);
-  cpu_step_loop_end(gen, &jr);
+  if (rows_outer) {
+    cpu_step_loop_end(gen, &jr);
+    cpu_step_loop_end(gen, &ir);
+  } else {
+    cpu_step_loop_end(gen, &ir);
+    cpu_step_loop_end(gen, &jr);
+  }
+}
+
+/* The operands' blocks at (row i0, depth p0, column j0) and how to pack
+ * them: A(i, p) at a[p*asp + i*asq], B(p, j) at b[p*bsp + j*bsq]. */
+typedef struct GemmOperands {
+  LLVMValueRef a, b, asp, asq, bsp, bsq;
+  bool ta, tb;
+} GemmOperands;
+
+/* A's block (i0.., p0..) packed into MR-row slivers, k step by k step, so
+ * the micro-kernel's broadcasts read one sliver in order. Read in place,
+ * the MR rows were lda apart: at lda = 1024 or 2048 f32 all of them fall
+ * in one L1 set, where they evicted each other and the B micro-panel. */
+static void emit_pack_a(Gen *gen, const GemmTiles *tt, const GemmOperands *op, LLVMValueRef apack,
+                        LLVMValueRef i0, LLVMValueRef p0, LLVMValueRef mc, LLVMValueRef kc) {
+  LLVMValueRef src = gen_element(gen, tt->t, op->a, add(gen, mul(gen, p0, op->asp), mul(gen, i0, op->asq)));
+  emit_pack(gen, tt->t, apack, src, kc, mc, op->asp, op->asq, tt->g->mr, op->ta, false);
+}
+
+/* B's block (p0.., j0..) packed into NR-column slivers. */
+static void emit_pack_b(Gen *gen, const GemmTiles *tt, const GemmOperands *op, LLVMValueRef bpack,
+                        LLVMValueRef p0, LLVMValueRef j0, LLVMValueRef kc, LLVMValueRef nc) {
+  LLVMValueRef src = gen_element(gen, tt->t, op->b, add(gen, mul(gen, p0, op->bsp), mul(gen, j0, op->bsq)));
+  emit_pack(gen, tt->t, bpack, src, kc, nc, op->bsp, op->bsq, tt->g->nv * tt->g->lanes, !op->tb,
+            false);
+}
+
+/* void gemm(T *c, T *a, T *b, i64 m, i64 n, i64 k, i64 lda, i64 ldb, i64 ldc):
+ * c[i*ldc + j] = sum_p A(i, p) B(p, j), A(i, p) = a[ta ? p*lda + i : i*lda + p],
+ * B(p, j) = b[tb ? j*ldb + p : p*ldb + j]. Two loop orders (GemmGeometry):
+ * B's column blocks outermost while n fits one of them, else A's row
+ * blocks outermost. Either way each element sums its k blocks in order. */
+static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const char *name) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
+  GemmGeometry g = geometry(gen, t);
+  int third = g.mr / 3;
+  GemmTiles tt = {.g = &g, .t = t};
+  tt.micro[0] = micro_kernel(gen, t, &g, g.mr);
+  tt.micro[1] = micro_kernel(gen, t, &g, third);
+  tt.micro[2] = micro_kernel(gen, t, &g, 2 * third);
+
+  LLVMTypeRef tp = LLVMPointerType(t, 0);
+  LLVMTypeRef params[9] = {tp, tp, tp, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64};
+  LLVMValueRef fn = cpu_gemm_function_begin(gen, name, params, 9, NULL);
+  LLVMValueRef c = LLVMGetParam(fn, 0);
+  LLVMValueRef m = LLVMGetParam(fn, 3), n = LLVMGetParam(fn, 4), k = LLVMGetParam(fn, 5);
+  LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);
+  LLVMValueRef one = gen_i64(gen, 1);
+  GemmOperands op = {.a = LLVMGetParam(fn, 1), .b = LLVMGetParam(fn, 2),
+                     .asp = ta ? lda : one, .asq = ta ? one : lda,
+                     .bsp = tb ? one : ldb, .bsq = tb ? ldb : one, .ta = ta, .tb = tb};
+
+  const GemmBlocks *cb = &g.columns, *rb = &g.rows;
+  int64_t elements = cb->mc * cb->kc + cb->kc * cb->nc;
+  if (rb->mc && rb->mc * rb->kc + rb->kc * rb->nc > elements)
+    elements = rb->mc * rb->kc + rb->kc * rb->nc;
+  LLVMValueRef scratch = cpu_thread_scratch(gen, gen_i64(gen, elements * element_bytes(gen, t)));
+  LLVMValueRef apack = LLVMBuildBitCast(b, scratch, tp, "");
+  tt.tile = gen_entry_alloca(gen, LLVMArrayType(t, (unsigned)(g.mr * g.nv * g.lanes)), "tile");
+  tt.tile = LLVMBuildBitCast(b, tt.tile, tp, "");
+
+  LLVMBasicBlockRef by_columns = LLVMAppendBasicBlockInContext(gen->context, fn, "column_blocks");
+  LLVMBasicBlockRef by_rows = LLVMAppendBasicBlockInContext(gen->context, fn, "row_blocks");
+  LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(gen->context, fn, "done");
+  LLVMValueRef wide = rb->mc ? LLVMBuildICmp(b, LLVMIntSGT, n, gen_i64(gen, cb->nc), "")
+                             : LLVMConstInt(gen->i1, 0, false);
+  LLVMBuildCondBr(b, wide, by_rows, by_columns);
+
+  /* n within one column block: B's block is packed once per k block and
+   * every row block of A passes under it. */
+  GenLoop jc, pc, ic;
+  LLVMPositionBuilderAtEnd(b, by_columns);
+  LLVMValueRef bpack = gen_element(gen, t, apack, gen_i64(gen, cb->mc * cb->kc));
+  cpu_step_loop_begin(gen, &jc, n, cb->nc);
+  LLVMValueRef nc = cpu_min64(gen, gen_i64(gen, cb->nc), LLVMBuildSub(b, n, jc.index, ""));
+  LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, cb->kc, &accumulate);
+  emit_pack_b(gen, &tt, &op, bpack, pc.index, jc.index, kc, nc);
+  cpu_step_loop_begin(gen, &ic, m, cb->mc);
+  LLVMValueRef mc = cpu_min64(gen, gen_i64(gen, cb->mc), LLVMBuildSub(b, m, ic.index, ""));
+  emit_pack_a(gen, &tt, &op, apack, ic.index, pc.index, mc, kc);
+  LLVMValueRef cblock = gen_element(gen, t, c, add(gen, mul(gen, ic.index, ldc), jc.index));
+  emit_block_product(gen, &tt, apack, bpack, mc, nc, kc, cblock, ldc, accumulate, false);
   cpu_step_loop_end(gen, &ic);
   cpu_step_loop_end(gen, &pc);
   cpu_step_loop_end(gen, &jc);
+  LLVMBuildBr(b, done);
+
+  /* Wider n: column blocks outermost would pack A again for each of them.
+   * Here A's row block is packed once per k block (it waits in L3), B's
+   * smaller blocks are packed under it and stay in L2, and each A sliver,
+   * in L1, meets every B sliver of the block in turn. */
+  LLVMPositionBuilderAtEnd(b, by_rows);
+  if (rb->mc) {
+    bpack = gen_element(gen, t, apack, gen_i64(gen, rb->mc * rb->kc));
+    cpu_step_loop_begin(gen, &ic, m, rb->mc);
+    mc = cpu_min64(gen, gen_i64(gen, rb->mc), LLVMBuildSub(b, m, ic.index, ""));
+    kc = begin_k_blocks(gen, &pc, k, rb->kc, &accumulate);
+    emit_pack_a(gen, &tt, &op, apack, ic.index, pc.index, mc, kc);
+    cpu_step_loop_begin(gen, &jc, n, rb->nc);
+    nc = cpu_min64(gen, gen_i64(gen, rb->nc), LLVMBuildSub(b, n, jc.index, ""));
+    emit_pack_b(gen, &tt, &op, bpack, pc.index, jc.index, kc, nc);
+    cblock = gen_element(gen, t, c, add(gen, mul(gen, ic.index, ldc), jc.index));
+    emit_block_product(gen, &tt, apack, bpack, mc, nc, kc, cblock, ldc, accumulate, true);
+    cpu_step_loop_end(gen, &jc);
+    cpu_step_loop_end(gen, &pc);
+    cpu_step_loop_end(gen, &ic);
+  }
+  LLVMBuildBr(b, done);
+  LLVMPositionBuilderAtEnd(b, done);
   LLVMBuildRetVoid(b);
   if (saved)
     LLVMPositionBuilderAtEnd(b, saved);
@@ -524,19 +635,19 @@ static LLVMValueRef emit_gemm_bf16(Gen *gen, bool ta, bool tb, const char *name)
   LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);
   LLVMValueRef one = gen_i64(gen, 1);
 
-  LLVMValueRef bytes = gen_i64(gen, (g.mc * g.kc + g.kc * g.nc + g.mc * g.nc) * 4);
+  LLVMValueRef bytes = gen_i64(gen, (g.columns.mc * g.columns.kc + g.columns.kc * g.columns.nc + g.columns.mc * g.columns.nc) * 4);
   LLVMValueRef scratch = cpu_thread_scratch(gen, bytes);
   LLVMValueRef apack = LLVMBuildBitCast(b, scratch, tp, "");
-  LLVMValueRef bpack = gen_element(gen, t, apack, gen_i64(gen, g.mc * g.kc));
-  LLVMValueRef cblock = gen_element(gen, t, bpack, gen_i64(gen, g.kc * g.nc));
-  LLVMValueRef NC = gen_i64(gen, g.nc);
+  LLVMValueRef bpack = gen_element(gen, t, apack, gen_i64(gen, g.columns.mc * g.columns.kc));
+  LLVMValueRef cblock = gen_element(gen, t, bpack, gen_i64(gen, g.columns.kc * g.columns.nc));
+  LLVMValueRef NC = gen_i64(gen, g.columns.nc);
 
   GenLoop jc, ic, pc, jr, ir, r, j;
-  cpu_step_loop_begin(gen, &jc, n, g.nc);
-  LLVMValueRef nc = cpu_min64(gen, gen_i64(gen, g.nc), LLVMBuildSub(b, n, jc.index, ""));
-  cpu_step_loop_begin(gen, &ic, m, g.mc);
-  LLVMValueRef mc = cpu_min64(gen, gen_i64(gen, g.mc), LLVMBuildSub(b, m, ic.index, ""));
-  LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, g.kc, &accumulate);
+  cpu_step_loop_begin(gen, &jc, n, g.columns.nc);
+  LLVMValueRef nc = cpu_min64(gen, gen_i64(gen, g.columns.nc), LLVMBuildSub(b, n, jc.index, ""));
+  cpu_step_loop_begin(gen, &ic, m, g.columns.mc);
+  LLVMValueRef mc = cpu_min64(gen, gen_i64(gen, g.columns.mc), LLVMBuildSub(b, m, ic.index, ""));
+  LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, g.columns.kc, &accumulate);
   LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
   LLVMValueRef bsrc = gen_element(gen, gen->i16, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
   emit_pack(gen, t, bpack, bsrc, kc, nc, bsp, bsq, (int)nr, !tb, true);
