@@ -282,6 +282,30 @@ static void emit_pack_quads(Gen *gen, LLVMTypeRef t, LLVMValueRef out, LLVMValue
   gen_loop_end(gen, &p);
 }
 
+/* Rows p in [from, to) of full slivers whose q is contiguous, `group` rows
+ * (a multiple of group long) at a time: each row of the block is read in
+ * order across the slivers, and each sliver gets group rows, contiguous. */
+static void emit_pack_row_groups(Gen *gen, LLVMTypeRef t, LLVMTypeRef st, LLVMValueRef dst,
+                                 LLVMValueRef src, LLVMValueRef from, LLVMValueRef to,
+                                 LLVMValueRef full, LLVMValueRef sp, LLVMValueRef sliver, int w,
+                                 int group, bool from_bf16) {
+  LLVMBuilderRef b = gen->builder;
+  LLVMValueRef G = gen_i64(gen, group), W = gen_i64(gen, w);
+  GenLoop p, s;
+  gen_loop_begin(gen, &p, LLVMBuildSDiv(b, from, G, ""), LLVMBuildSDiv(b, to, G, ""));
+  LLVMValueRef p0 = mul(gen, p.index, G);
+  gen_loop_begin(gen, &s, gen_i64(gen, 0), full);
+  for (int r = 0; r < group; r++) {
+    LLVMValueRef at = add(gen, p0, gen_i64(gen, r));
+    LLVMValueRef row = gen_element(gen, st, src, add(gen, mul(gen, at, sp), mul(gen, s.index, W)));
+    LLVMValueRef x = load_sliver_row(gen, t, st, row, NULL, w, true, from_bf16);
+    LLVMValueRef to = add(gen, mul(gen, s.index, sliver), mul(gen, at, W));
+    store_sliver_row(gen, t, x, gen_element(gen, t, dst, to));
+  }
+  gen_loop_end(gen, &s);
+  gen_loop_end(gen, &p);
+}
+
 /* Packs slivers of width w: dst[s*len*w + p*w + q] = src[p*sp + (s*w + q)*sq]
  * for s*w + q < count (p < len), zero beyond. `q_contiguous` says which
  * stride is 1, so the loops read memory in order. With from_bf16 the
@@ -298,22 +322,25 @@ static void emit_pack(Gen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef sr
    * is contiguous, one load): left to the loop vectorizer, the strided
    * side of this copy became gathers and scatters, 14% of a 2048 GEMM's
    * time (bench/RESULTS.md). Where q is contiguous the rows p are the
-   * outer loop: a row of the block is read once, in order, across all
-   * slivers. Sliver by sliver, each p was a new line sp elements on, a new
-   * 4 KiB page when sp >= 1024 f32 (B of an n = 1024 GEMM, A of a
-   * transposed one): out of reach of the prefetchers and all in one L1
-   * set, which made the packing half the micro-kernel's time. */
+   * outer loop: a row (or a group of rows) of the block is read once, in
+   * order, across all slivers. Sliver by sliver, each p was a new line sp
+   * elements on, a new 4 KiB page when sp >= 1024 f32 (B of an n = 1024
+   * GEMM, A of a transposed one): out of reach of the prefetchers and all
+   * in one L1 set, which made the packing half the micro-kernel's time. */
   GenLoop s, p, q;
   if (q_contiguous) {
-    gen_loop_begin(gen, &p, gen_i64(gen, 0), len);
-    LLVMValueRef row = gen_element(gen, st, src, mul(gen, p.index, sp));
-    LLVMValueRef out = gen_element(gen, t, dst, mul(gen, p.index, W));
-    gen_loop_begin(gen, &s, gen_i64(gen, 0), full);
-    LLVMValueRef x = load_sliver_row(gen, t, st, gen_element(gen, st, row, mul(gen, s.index, W)),
-                                     sq, w, true, from_bf16);
-    store_sliver_row(gen, t, x, gen_element(gen, t, out, mul(gen, s.index, sliver)));
-    gen_loop_end(gen, &s);
-    gen_loop_end(gen, &p);
+    /* A sliver's row of 12 f32 (48 bytes: A of tn) is part of a cache
+     * line: a row at a time, each sliver's lines were written in pieces,
+     * 24 KiB apart. 16 rows a sliver write 12 whole lines in order: the
+     * m = 256 weight gradients 4-5% faster on two threads
+     * (bench/RESULTS.md, stop 41). Rows that are whole lines go singly. */
+    int group = (w * (int)element_bytes(gen, t)) % 64 ? 16 : 1;
+    LLVMValueRef grouped = mul(gen, LLVMBuildSDiv(b, len, gen_i64(gen, group), ""),
+                               gen_i64(gen, group));
+    emit_pack_row_groups(gen, t, st, dst, src, gen_i64(gen, 0), grouped, full, sp, sliver, w,
+                         group, from_bf16);
+    if (group > 1)
+      emit_pack_row_groups(gen, t, st, dst, src, grouped, len, full, sp, sliver, w, 1, from_bf16);
   } else {
     gen_loop_begin(gen, &s, gen_i64(gen, 0), full);
     LLVMValueRef in = gen_element(gen, st, src, mul(gen, mul(gen, s.index, W), sq));
