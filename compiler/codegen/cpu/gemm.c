@@ -35,7 +35,7 @@ typedef struct GemmGeometry {
   int lanes;          /* elements per vector */
   int mr, nv;         /* tile: mr rows x nv vectors (nr = nv * lanes columns) */
   GemmBlocks columns; /* B's column blocks outermost: n <= columns.nc */
-  GemmBlocks rows;    /* A's row blocks outermost, for wider n (mc = 0: none) */
+  GemmBlocks rows;    /* A's row blocks outermost, for wide or deep C (mc = 0: none) */
 } GemmGeometry;
 
 static unsigned element_bytes(const Gen *gen, LLVMTypeRef t) { return t == gen->f64 ? 8 : 4; }
@@ -59,8 +59,9 @@ static GemmGeometry geometry(const Gen *gen, LLVMTypeRef t) {
      * B in blocks of 384 x 512 (768 KiB, in L2), each 12 x 384 A sliver
      * (18 KiB) staying in L1 while B's slivers pass. Square 2048 and
      * [2048 x 512] x [512 x 4096], two threads: 5-10% faster than the
-     * column order (bench/RESULTS.md, stop 41). Measured in f32 only, so
-     * f64 keeps the column order. */
+     * column order; also 1-5% where n >= 512 and k >= 512 (emit_gemm;
+     * bench/RESULTS.md, stop 41). Measured in f32 only, so f64 keeps the
+     * column order. */
     g = (GemmGeometry){.lanes = 64 / bytes, .mr = 12, .nv = 2,
                        .columns = {.mc = 192, .kc = 512, .nc = 1024}};
     if (bytes == 4)
@@ -551,8 +552,9 @@ static void emit_pack_b(Gen *gen, const GemmTiles *tt, const GemmOperands *op, L
 /* void gemm(T *c, T *a, T *b, i64 m, i64 n, i64 k, i64 lda, i64 ldb, i64 ldc):
  * c[i*ldc + j] = sum_p A(i, p) B(p, j), A(i, p) = a[ta ? p*lda + i : i*lda + p],
  * B(p, j) = b[tb ? j*ldb + p : p*ldb + j]. Two loop orders (GemmGeometry):
- * B's column blocks outermost while n fits one of them, else A's row
- * blocks outermost. Either way each element sums its k blocks in order. */
+ * B's column blocks outermost, or A's row blocks outermost where n passes
+ * one column block or n and k are both large. Either way each element
+ * sums its k blocks in order. */
 static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const char *name) {
   LLVMBuilderRef b = gen->builder;
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
@@ -586,12 +588,21 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   LLVMBasicBlockRef by_columns = LLVMAppendBasicBlockInContext(gen->context, fn, "column_blocks");
   LLVMBasicBlockRef by_rows = LLVMAppendBasicBlockInContext(gen->context, fn, "row_blocks");
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(gen->context, fn, "done");
-  LLVMValueRef wide = rb->mc ? LLVMBuildICmp(b, LLVMIntSGT, n, gen_i64(gen, cb->nc), "")
-                             : LLVMConstInt(gen->i1, 0, false);
-  LLVMBuildCondBr(b, wide, by_rows, by_columns);
+  /* The row order where n passes one column block, and where n is at
+   * least one of its B blocks with k at least 512 (measured: the m = 256
+   * weight gradients, k = 2048, 2-5% faster; k = 256 shapes up to 3%
+   * slower; n = 256 ones 3-5% slower). */
+  LLVMValueRef by_rows_wanted = LLVMConstInt(gen->i1, 0, false);
+  if (rb->mc) {
+    LLVMValueRef deep = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, n, gen_i64(gen, rb->nc), ""),
+                                     LLVMBuildICmp(b, LLVMIntSGE, k, gen_i64(gen, 512), ""), "");
+    by_rows_wanted = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSGT, n, gen_i64(gen, cb->nc), ""),
+                                 deep, "");
+  }
+  LLVMBuildCondBr(b, by_rows_wanted, by_rows, by_columns);
 
-  /* n within one column block: B's block is packed once per k block and
-   * every row block of A passes under it. */
+  /* B's block is packed once per k block and every row block of A passes
+   * under it. */
   GenLoop jc, pc, ic;
   LLVMPositionBuilderAtEnd(b, by_columns);
   LLVMValueRef bpack = gen_element(gen, t, apack, gen_i64(gen, cb->mc * cb->kc));
@@ -609,10 +620,10 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   cpu_step_loop_end(gen, &jc);
   LLVMBuildBr(b, done);
 
-  /* Wider n: column blocks outermost would pack A again for each of them.
-   * Here A's row block is packed once per k block (it waits in L3), B's
-   * smaller blocks are packed under it and stay in L2, and each A sliver,
-   * in L1, meets every B sliver of the block in turn. */
+  /* Column blocks outermost would pack A again for each of them. Here
+   * A's row block is packed once per k block (it waits in L3), B's smaller
+   * blocks are packed under it and stay in L2, and each A sliver, in L1,
+   * meets every B sliver of the block in turn. */
   LLVMPositionBuilderAtEnd(b, by_rows);
   if (rb->mc) {
     bpack = gen_element(gen, t, apack, gen_i64(gen, rb->mc * rb->kc));
