@@ -59,7 +59,7 @@ static GemmGeometry geometry(const Gen *gen, LLVMTypeRef t) {
      * B in blocks of 384 x 512 (768 KiB, in L2), each 12 x 384 A sliver
      * (18 KiB) staying in L1 while B's slivers pass. Square 2048 and
      * [2048 x 512] x [512 x 4096], two threads: 5-10% faster than the
-     * column order; also 1-5% where n >= 512 and k >= 512 (emit_gemm;
+     * column order; also 1-5% where n >= 512 and k > 512 (emit_gemm;
      * bench/RESULTS.md, stop 41). Measured in f32 only, so f64 keeps the
      * column order. */
     g = (GemmGeometry){.lanes = 64 / bytes, .mr = 12, .nv = 2,
@@ -589,13 +589,15 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   LLVMBasicBlockRef by_rows = LLVMAppendBasicBlockInContext(gen->context, fn, "row_blocks");
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(gen->context, fn, "done");
   /* The row order where n passes one column block, and where n is at
-   * least one of its B blocks with k at least 512 (measured: the m = 256
-   * weight gradients, k = 2048, 2-5% faster; k = 256 shapes up to 3%
-   * slower; n = 256 ones 3-5% slower). */
+   * least one of its B blocks and k passes the column order's k block, so
+   * that both orders pass over C more than once (measured: square 1024
+   * and the k = 2048 weight gradients 1-5% faster; k = 256 shapes up to
+   * 3% slower, square 512 with its two k blocks against one about 3%;
+   * n = 256 ones 3-5% slower). */
   LLVMValueRef by_rows_wanted = LLVMConstInt(gen->i1, 0, false);
   if (rb->mc) {
     LLVMValueRef deep = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, n, gen_i64(gen, rb->nc), ""),
-                                     LLVMBuildICmp(b, LLVMIntSGE, k, gen_i64(gen, 512), ""), "");
+                                     LLVMBuildICmp(b, LLVMIntSGT, k, gen_i64(gen, cb->kc), ""), "");
     by_rows_wanted = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSGT, n, gen_i64(gen, cb->nc), ""),
                                  deep, "");
   }
