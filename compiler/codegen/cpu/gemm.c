@@ -392,6 +392,13 @@ static void emit_pack(Gen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef sr
   gen_loop_end(gen, &s);
 }
 
+/* Opens a loop over [0, end) in blocks of `step`; returns the block's
+ * length (step, or what is left at the end). */
+static LLVMValueRef begin_blocks(Gen *gen, GenLoop *loop, LLVMValueRef end, int64_t step) {
+  cpu_step_loop_begin(gen, loop, end, step);
+  return cpu_min64(gen, gen_i64(gen, step), LLVMBuildSub(gen->builder, end, loop->index, ""));
+}
+
 /* Opens the loop over k blocks of at most kc_max: at least one block, so
  * that k = 0 stores zeros. Returns the block's length (0 when k = 0) and in
  * *accumulate whether it adds to C (every block but the first). */
@@ -608,12 +615,10 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   GenLoop jc, pc, ic;
   LLVMPositionBuilderAtEnd(b, by_columns);
   LLVMValueRef bpack = gen_element(gen, t, apack, gen_i64(gen, cb->mc * cb->kc));
-  cpu_step_loop_begin(gen, &jc, n, cb->nc);
-  LLVMValueRef nc = cpu_min64(gen, gen_i64(gen, cb->nc), LLVMBuildSub(b, n, jc.index, ""));
+  LLVMValueRef nc = begin_blocks(gen, &jc, n, cb->nc);
   LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, cb->kc, &accumulate);
   emit_pack_b(gen, &tt, &op, bpack, pc.index, jc.index, kc, nc);
-  cpu_step_loop_begin(gen, &ic, m, cb->mc);
-  LLVMValueRef mc = cpu_min64(gen, gen_i64(gen, cb->mc), LLVMBuildSub(b, m, ic.index, ""));
+  LLVMValueRef mc = begin_blocks(gen, &ic, m, cb->mc);
   emit_pack_a(gen, &tt, &op, apack, ic.index, pc.index, mc, kc);
   LLVMValueRef cblock = gen_element(gen, t, c, add(gen, mul(gen, ic.index, ldc), jc.index));
   emit_block_product(gen, &tt, apack, bpack, mc, nc, kc, cblock, ldc, accumulate, false);
@@ -629,12 +634,10 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   LLVMPositionBuilderAtEnd(b, by_rows);
   if (rb->mc) {
     bpack = gen_element(gen, t, apack, gen_i64(gen, rb->mc * rb->kc));
-    cpu_step_loop_begin(gen, &ic, m, rb->mc);
-    mc = cpu_min64(gen, gen_i64(gen, rb->mc), LLVMBuildSub(b, m, ic.index, ""));
+    mc = begin_blocks(gen, &ic, m, rb->mc);
     kc = begin_k_blocks(gen, &pc, k, rb->kc, &accumulate);
     emit_pack_a(gen, &tt, &op, apack, ic.index, pc.index, mc, kc);
-    cpu_step_loop_begin(gen, &jc, n, rb->nc);
-    nc = cpu_min64(gen, gen_i64(gen, rb->nc), LLVMBuildSub(b, n, jc.index, ""));
+    nc = begin_blocks(gen, &jc, n, rb->nc);
     emit_pack_b(gen, &tt, &op, bpack, pc.index, jc.index, kc, nc);
     cblock = gen_element(gen, t, c, add(gen, mul(gen, ic.index, ldc), jc.index));
     emit_block_product(gen, &tt, apack, bpack, mc, nc, kc, cblock, ldc, accumulate, true);
@@ -683,10 +686,8 @@ static LLVMValueRef emit_gemm_bf16(Gen *gen, bool ta, bool tb, const char *name)
   LLVMValueRef NC = gen_i64(gen, g.columns.nc);
 
   GenLoop jc, ic, pc, jr, ir, r, j;
-  cpu_step_loop_begin(gen, &jc, n, g.columns.nc);
-  LLVMValueRef nc = cpu_min64(gen, gen_i64(gen, g.columns.nc), LLVMBuildSub(b, n, jc.index, ""));
-  cpu_step_loop_begin(gen, &ic, m, g.columns.mc);
-  LLVMValueRef mc = cpu_min64(gen, gen_i64(gen, g.columns.mc), LLVMBuildSub(b, m, ic.index, ""));
+  LLVMValueRef nc = begin_blocks(gen, &jc, n, g.columns.nc);
+  LLVMValueRef mc = begin_blocks(gen, &ic, m, g.columns.mc);
   LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, g.columns.kc, &accumulate);
   LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
   LLVMValueRef bsrc = gen_element(gen, gen->i16, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
