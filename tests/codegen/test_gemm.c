@@ -1,9 +1,10 @@
 /* The generated GEMM (compiler/codegen/cpu/gemm.c) against the evaluator:
  * every transpose combination on odd sizes (edge tiles in m and n, rows
  * ending a block in a part of a tile's, k = 1,
- * k past one k block, m past one row block, n past one column panel, k
- * not a multiple of the packing's four-step transposes; both loop orders:
- * row_blocks),
+ * k past one k block, m past one row block, k not a multiple of the
+ * packing's four-step transposes or of its 16-row groups; both loop
+ * orders: row_blocks, and 37 x 1027 x 515, whose threads get 544 columns
+ * with k past 512 (the row order) and 483 (the column order)),
  * batched and broadcast operands, f64, each with the AVX-512 geometry
  * (native here), the AVX2 one (x86-64-v3), with and without the thread pool.
  * The GEMM sums k ascending as the evaluator does but fuses each multiply
@@ -35,7 +36,9 @@ static const Size sizes[] = {
      * where the sliver's elements are contiguous, four k steps transposed at
      * a time where they are strided, then the k steps left over (k blocks
      * of 256 + 3 and 512 + 3 (AVX2's KC and AVX-512's), 4 x 256 + 6) and
-     * the part-filled last sliver. */
+     * the part-filled last sliver. 37 x 1027 x 515 split between two
+     * threads also runs AVX-512's f32 row order (n 544 >= 512, k > 512)
+     * beside its column order (n 483). */
     {37, 1027, 259}, {37, 1027, 515}, {46, 70, 1030},
     /* Blocks ending in a third or two thirds of MR rows (AVX-512: 4 or 8 of
      * 12; AVX2: 2 or 4 of 6) over whole tiles' columns: the smaller
@@ -177,7 +180,9 @@ static void packed_spans(void) {
 /* n past 1024, where AVX-512's f32 GEMM puts A's row blocks outermost
  * (gemm.c), nn and tt (each operand packed both ways): serial, m past its 1032-row block (ending in
  * two thirds of MR), k past its 384, n past two 512-column blocks into a
- * part-filled sliver; split between threads, 520 rows each. */
+ * part-filled sliver; split between threads, 520 rows each (ending in a
+ * third of MR). Its x86-64-v3 run is the AVX2 column order past one
+ * 1024-column block. */
 static void row_blocks(void) {
   Graph *g = graph_new();
   for (int t = 0; t < 2; t++) {

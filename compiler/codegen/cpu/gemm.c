@@ -3,7 +3,8 @@
  * per (dtype, transpose_a, transpose_b) and every dot kernel calls it.
  *
  * Goto/BLIS structure: the columns of C go in NC-wide panels, k in KC-long
- * blocks, the rows in MC-tall blocks; B's block is packed into thread
+ * blocks, the rows in MC-tall blocks, in one of two loop orders chosen at
+ * run time from n and k (emit_gemm); B's block is packed into thread
  * scratch (the runtime's tfm_thread_scratch) as NR-column slivers and A's
  * as MR-row slivers, both zero-padded, so one register-blocked
  * micro-kernel computes every MR x NR tile of C with vector loads of B and
@@ -34,8 +35,8 @@ typedef struct GemmBlocks {
 typedef struct GemmGeometry {
   int lanes;          /* elements per vector */
   int mr, nv;         /* tile: mr rows x nv vectors (nr = nv * lanes columns) */
-  GemmBlocks columns; /* B's column blocks outermost: n <= columns.nc */
-  GemmBlocks rows;    /* A's row blocks outermost, for wide or deep C (mc = 0: none) */
+  GemmBlocks columns; /* B's column blocks outermost: any n, where rows is not chosen */
+  GemmBlocks rows;    /* A's row blocks outermost, for wide C or long k (mc = 0: none) */
 } GemmGeometry;
 
 static unsigned element_bytes(const Gen *gen, LLVMTypeRef t) { return t == gen->f64 ? 8 : 4; }
@@ -283,9 +284,10 @@ static void emit_pack_quads(Gen *gen, LLVMTypeRef t, LLVMValueRef out, LLVMValue
   gen_loop_end(gen, &p);
 }
 
-/* Rows p in [from, to) of full slivers whose q is contiguous, `group` rows
- * (a multiple of group long) at a time: each row of the block is read in
- * order across the slivers, and each sliver gets group rows, contiguous. */
+/* Rows p in [from, to) (both multiples of group) of the full slivers
+ * whose q is contiguous, `group` rows at a time: the group's rows are read
+ * in order across the slivers, and each sliver gets its group rows as one
+ * contiguous run. */
 static void emit_pack_row_groups(Gen *gen, LLVMTypeRef t, LLVMTypeRef st, LLVMValueRef dst,
                                  LLVMValueRef src, LLVMValueRef from, LLVMValueRef to,
                                  LLVMValueRef full, LLVMValueRef sp, LLVMValueRef sliver, int w,
@@ -300,8 +302,8 @@ static void emit_pack_row_groups(Gen *gen, LLVMTypeRef t, LLVMTypeRef st, LLVMVa
     LLVMValueRef at = add(gen, p0, gen_i64(gen, r));
     LLVMValueRef row = gen_element(gen, st, src, add(gen, mul(gen, at, sp), mul(gen, s.index, W)));
     LLVMValueRef x = load_sliver_row(gen, t, st, row, NULL, w, true, from_bf16);
-    LLVMValueRef to = add(gen, mul(gen, s.index, sliver), mul(gen, at, W));
-    store_sliver_row(gen, t, x, gen_element(gen, t, dst, to));
+    LLVMValueRef out = add(gen, mul(gen, s.index, sliver), mul(gen, at, W));
+    store_sliver_row(gen, t, x, gen_element(gen, t, dst, out));
   }
   gen_loop_end(gen, &s);
   gen_loop_end(gen, &p);
@@ -333,8 +335,12 @@ static void emit_pack(Gen *gen, LLVMTypeRef t, LLVMValueRef dst, LLVMValueRef sr
     /* A sliver's row of 12 f32 (48 bytes: A of tn) is part of a cache
      * line: a row at a time, each sliver's lines were written in pieces,
      * 24 KiB apart. 16 rows a sliver write 12 whole lines in order: the
-     * m = 256 weight gradients 4-5% faster on two threads
-     * (bench/RESULTS.md, stop 41). Rows that are whole lines go singly. */
+     * m = 256 weight gradients 2-5% faster on two threads
+     * (bench/RESULTS.md, stop 41). The same rule groups AVX2's 6 f32 and
+     * f64's slivers, not measured. Where the source rows are 4 KiB apart
+     * the 16 share one L1 set (12 ways) and some lines are read twice:
+     * square 2048 tn was 0.99 of the ungrouped time, within the noise.
+     * Rows that are whole lines go singly. */
     int group = (w * (int)element_bytes(gen, t)) % 64 ? 16 : 1;
     LLVMValueRef grouped = mul(gen, LLVMBuildSDiv(b, len, gen_i64(gen, group), ""),
                                gen_i64(gen, group));
@@ -454,11 +460,11 @@ typedef struct GemmTiles {
   LLVMValueRef tile;     /* an MR x NR tile on the stack, for C's edges */
 } GemmTiles;
 
-/* C[ic.., jc..] (+)= the packed A block (mc x kc, MR-row slivers) times the
- * packed B block (kc x nc, NR-column slivers), tile by tile. rows_outer
- * says which loop is outside: a column of B slivers under which every A
- * sliver passes (the B sliver is the one reused), or a row of A slivers
- * (the A sliver is reused, in L1, while B's slivers stream from L2). */
+/* The C block at c (+)= the packed A block (mc x kc, MR-row slivers) times
+ * the packed B block (kc x nc, NR-column slivers), tile by tile. rows_outer
+ * false: B's slivers outside, every A sliver passing under each (the B
+ * sliver is the one reused); true: A's slivers outside (each reused, in
+ * L1, while B's slivers stream from L2). */
 static void emit_block_product(Gen *gen, const GemmTiles *tt, LLVMValueRef apack,
                                LLVMValueRef bpack, LLVMValueRef mc, LLVMValueRef nc,
                                LLVMValueRef kc, LLVMValueRef c, LLVMValueRef ldc,
@@ -531,8 +537,8 @@ static void emit_block_product(Gen *gen, const GemmTiles *tt, LLVMValueRef apack
   }
 }
 
-/* The operands' blocks at (row i0, depth p0, column j0) and how to pack
- * them: A(i, p) at a[p*asp + i*asq], B(p, j) at b[p*bsp + j*bsq]. */
+/* The operands and their strides: A(i, p) at a[p*asp + i*asq], B(p, j)
+ * at b[p*bsp + j*bsq]; ta / tb say which stride is 1 for packing. */
 typedef struct GemmOperands {
   LLVMValueRef a, b, asp, asq, bsp, bsq;
   bool ta, tb;
@@ -544,14 +550,16 @@ typedef struct GemmOperands {
  * in one L1 set, where they evicted each other and the B micro-panel. */
 static void emit_pack_a(Gen *gen, const GemmTiles *tt, const GemmOperands *op, LLVMValueRef apack,
                         LLVMValueRef i0, LLVMValueRef p0, LLVMValueRef mc, LLVMValueRef kc) {
-  LLVMValueRef src = gen_element(gen, tt->t, op->a, add(gen, mul(gen, p0, op->asp), mul(gen, i0, op->asq)));
+  LLVMValueRef at = add(gen, mul(gen, p0, op->asp), mul(gen, i0, op->asq));
+  LLVMValueRef src = gen_element(gen, tt->t, op->a, at);
   emit_pack(gen, tt->t, apack, src, kc, mc, op->asp, op->asq, tt->g->mr, op->ta, false);
 }
 
 /* B's block (p0.., j0..) packed into NR-column slivers. */
 static void emit_pack_b(Gen *gen, const GemmTiles *tt, const GemmOperands *op, LLVMValueRef bpack,
                         LLVMValueRef p0, LLVMValueRef j0, LLVMValueRef kc, LLVMValueRef nc) {
-  LLVMValueRef src = gen_element(gen, tt->t, op->b, add(gen, mul(gen, p0, op->bsp), mul(gen, j0, op->bsq)));
+  LLVMValueRef at = add(gen, mul(gen, p0, op->bsp), mul(gen, j0, op->bsq));
+  LLVMValueRef src = gen_element(gen, tt->t, op->b, at);
   emit_pack(gen, tt->t, bpack, src, kc, nc, op->bsp, op->bsq, tt->g->nv * tt->g->lanes, !op->tb,
             false);
 }
@@ -593,22 +601,23 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   tt.tile = LLVMBuildBitCast(b, tt.tile, tp, "");
 
   LLVMBasicBlockRef by_columns = LLVMAppendBasicBlockInContext(gen->context, fn, "column_blocks");
-  LLVMBasicBlockRef by_rows = LLVMAppendBasicBlockInContext(gen->context, fn, "row_blocks");
+  LLVMBasicBlockRef by_rows = NULL;
   LLVMBasicBlockRef done = LLVMAppendBasicBlockInContext(gen->context, fn, "done");
-  /* The row order where n passes one column block, and where n is at
-   * least one of its B blocks and k passes the column order's k block, so
-   * that both orders pass over C more than once (measured: square 1024
-   * and the k = 2048 weight gradients 1-5% faster; k = 256 shapes up to
-   * 3% slower, square 512 with its two k blocks against one about 3%;
-   * n = 256 ones 3-5% slower). */
-  LLVMValueRef by_rows_wanted = LLVMConstInt(gen->i1, 0, false);
   if (rb->mc) {
+    /* The row order where n passes one column block, and where n is at
+     * least one of its B blocks and k passes the column order's k block,
+     * so that both orders pass over C more than once (measured: square
+     * 1024 and the k = 2048 weight gradients 1-5% faster; k = 256 shapes
+     * up to 3% slower, square 512 with its two k blocks against one about
+     * 3%; n = 256 ones 3-5% slower). */
+    by_rows = LLVMAppendBasicBlockInContext(gen->context, fn, "row_blocks");
     LLVMValueRef deep = LLVMBuildAnd(b, LLVMBuildICmp(b, LLVMIntSGE, n, gen_i64(gen, rb->nc), ""),
                                      LLVMBuildICmp(b, LLVMIntSGT, k, gen_i64(gen, cb->kc), ""), "");
-    by_rows_wanted = LLVMBuildOr(b, LLVMBuildICmp(b, LLVMIntSGT, n, gen_i64(gen, cb->nc), ""),
-                                 deep, "");
+    LLVMValueRef wide = LLVMBuildICmp(b, LLVMIntSGT, n, gen_i64(gen, cb->nc), "");
+    LLVMBuildCondBr(b, LLVMBuildOr(b, wide, deep, ""), by_rows, by_columns);
+  } else {
+    LLVMBuildBr(b, by_columns);
   }
-  LLVMBuildCondBr(b, by_rows_wanted, by_rows, by_columns);
 
   /* B's block is packed once per k block and every row block of A passes
    * under it. */
@@ -631,8 +640,8 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
    * A's row block is packed once per k block (it waits in L3), B's smaller
    * blocks are packed under it and stay in L2, and each A sliver, in L1,
    * meets every B sliver of the block in turn. */
-  LLVMPositionBuilderAtEnd(b, by_rows);
-  if (rb->mc) {
+  if (by_rows) {
+    LLVMPositionBuilderAtEnd(b, by_rows);
     bpack = gen_element(gen, t, apack, gen_i64(gen, rb->mc * rb->kc));
     mc = begin_blocks(gen, &ic, m, rb->mc);
     kc = begin_k_blocks(gen, &pc, k, rb->kc, &accumulate);
@@ -644,8 +653,8 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
     cpu_step_loop_end(gen, &jc);
     cpu_step_loop_end(gen, &pc);
     cpu_step_loop_end(gen, &ic);
+    LLVMBuildBr(b, done);
   }
-  LLVMBuildBr(b, done);
   LLVMPositionBuilderAtEnd(b, done);
   LLVMBuildRetVoid(b);
   if (saved)
@@ -666,6 +675,7 @@ static LLVMValueRef emit_gemm_bf16(Gen *gen, bool ta, bool tb, const char *name)
   LLVMBasicBlockRef saved = LLVMGetInsertBlock(b);
   LLVMTypeRef t = gen->f32;
   GemmGeometry g = geometry(gen, t);
+  const GemmBlocks *cb = &g.columns;
   int64_t nr = (int64_t)g.nv * g.lanes;
   LLVMValueRef micro = micro_kernel(gen, t, &g, g.mr);
   LLVMTypeRef micro_type = LLVMGlobalGetValueType(micro);
@@ -678,17 +688,17 @@ static LLVMValueRef emit_gemm_bf16(Gen *gen, bool ta, bool tb, const char *name)
   LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);
   LLVMValueRef one = gen_i64(gen, 1);
 
-  LLVMValueRef bytes = gen_i64(gen, (g.columns.mc * g.columns.kc + g.columns.kc * g.columns.nc + g.columns.mc * g.columns.nc) * 4);
+  LLVMValueRef bytes = gen_i64(gen, (cb->mc * cb->kc + cb->kc * cb->nc + cb->mc * cb->nc) * 4);
   LLVMValueRef scratch = cpu_thread_scratch(gen, bytes);
   LLVMValueRef apack = LLVMBuildBitCast(b, scratch, tp, "");
-  LLVMValueRef bpack = gen_element(gen, t, apack, gen_i64(gen, g.columns.mc * g.columns.kc));
-  LLVMValueRef cblock = gen_element(gen, t, bpack, gen_i64(gen, g.columns.kc * g.columns.nc));
-  LLVMValueRef NC = gen_i64(gen, g.columns.nc);
+  LLVMValueRef bpack = gen_element(gen, t, apack, gen_i64(gen, cb->mc * cb->kc));
+  LLVMValueRef cblock = gen_element(gen, t, bpack, gen_i64(gen, cb->kc * cb->nc));
+  LLVMValueRef NC = gen_i64(gen, cb->nc);
 
   GenLoop jc, ic, pc, jr, ir, r, j;
-  LLVMValueRef nc = begin_blocks(gen, &jc, n, g.columns.nc);
-  LLVMValueRef mc = begin_blocks(gen, &ic, m, g.columns.mc);
-  LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, g.columns.kc, &accumulate);
+  LLVMValueRef nc = begin_blocks(gen, &jc, n, cb->nc);
+  LLVMValueRef mc = begin_blocks(gen, &ic, m, cb->mc);
+  LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, cb->kc, &accumulate);
   LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
   LLVMValueRef bsrc = gen_element(gen, gen->i16, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
   emit_pack(gen, t, bpack, bsrc, kc, nc, bsp, bsq, (int)nr, !tb, true);
