@@ -178,11 +178,11 @@ static void packed_spans(void) {
 }
 
 /* n past 1024, where AVX-512's f32 GEMM puts A's row blocks outermost
- * (gemm.c), nn and tt (each operand packed both ways): serial, m past its 1032-row block (ending in
- * two thirds of MR), k past its 384, n past two 512-column blocks into a
- * part-filled sliver; split between threads, 520 rows each (ending in a
- * third of MR). Its x86-64-v3 run is the AVX2 column order past one
- * 1024-column block. */
+ * (gemm.c), nn and tt (each operand packed both ways): serial, m past its
+ * 1032-row block (ending in two thirds of MR), k past its 384, n past two
+ * 512-column blocks into a part-filled sliver; split between threads, 520
+ * rows each (ending in a third of MR). Its x86-64-v3 run is the AVX2
+ * column order past one 1024-column block. */
 static void row_blocks(void) {
   Graph *g = graph_new();
   for (int t = 0; t < 2; t++) {

@@ -538,30 +538,43 @@ static void emit_block_product(Gen *gen, const GemmTiles *tt, LLVMValueRef apack
 }
 
 /* The operands and their strides: A(i, p) at a[p*asp + i*asq], B(p, j)
- * at b[p*bsp + j*bsq]; ta / tb say which stride is 1 for packing. */
+ * at b[p*bsp + j*bsq]; ta / tb say which stride is 1 for packing, and
+ * from_bf16 that they hold bf16 bits, widened as they are packed. */
 typedef struct GemmOperands {
   LLVMValueRef a, b, asp, asq, bsp, bsq;
-  bool ta, tb;
+  bool ta, tb, from_bf16;
 } GemmOperands;
 
-/* A's block (i0.., p0..) packed into MR-row slivers, k step by k step, so
- * the micro-kernel's broadcasts read one sliver in order. Read in place,
- * the MR rows were lda apart: at lda = 1024 or 2048 f32 all of them fall
- * in one L1 set, where they evicted each other and the B micro-panel. */
-static void emit_pack_a(Gen *gen, const GemmTiles *tt, const GemmOperands *op, LLVMValueRef apack,
-                        LLVMValueRef i0, LLVMValueRef p0, LLVMValueRef mc, LLVMValueRef kc) {
-  LLVMValueRef at = add(gen, mul(gen, p0, op->asp), mul(gen, i0, op->asq));
-  LLVMValueRef src = gen_element(gen, tt->t, op->a, at);
-  emit_pack(gen, tt->t, apack, src, kc, mc, op->asp, op->asq, tt->g->mr, op->ta, false);
+/* The operands of a GEMM function fn (c, a, b, m, n, k, lda, ldb, ldc). */
+static GemmOperands gemm_operands(Gen *gen, LLVMValueRef fn, bool ta, bool tb, bool from_bf16) {
+  LLVMValueRef one = gen_i64(gen, 1), lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7);
+  return (GemmOperands){.a = LLVMGetParam(fn, 1), .b = LLVMGetParam(fn, 2),
+                        .asp = ta ? lda : one, .asq = ta ? one : lda,
+                        .bsp = tb ? one : ldb, .bsq = tb ? ldb : one,
+                        .ta = ta, .tb = tb, .from_bf16 = from_bf16};
 }
 
-/* B's block (p0.., j0..) packed into NR-column slivers. */
-static void emit_pack_b(Gen *gen, const GemmTiles *tt, const GemmOperands *op, LLVMValueRef bpack,
-                        LLVMValueRef p0, LLVMValueRef j0, LLVMValueRef kc, LLVMValueRef nc) {
+/* A's block (i0.., p0..) packed as t into MR-row slivers, k step by k
+ * step, so the micro-kernel's broadcasts read one sliver in order. Read in
+ * place, the MR rows were lda apart: at lda = 1024 or 2048 f32 all of them
+ * fall in one L1 set, where they evicted each other and the B
+ * micro-panel. */
+static void emit_pack_a(Gen *gen, const GemmGeometry *g, LLVMTypeRef t, const GemmOperands *op,
+                        LLVMValueRef apack, LLVMValueRef i0, LLVMValueRef p0, LLVMValueRef mc,
+                        LLVMValueRef kc) {
+  LLVMValueRef at = add(gen, mul(gen, p0, op->asp), mul(gen, i0, op->asq));
+  LLVMValueRef src = gen_element(gen, op->from_bf16 ? gen->i16 : t, op->a, at);
+  emit_pack(gen, t, apack, src, kc, mc, op->asp, op->asq, g->mr, op->ta, op->from_bf16);
+}
+
+/* B's block (p0.., j0..) packed as t into NR-column slivers. */
+static void emit_pack_b(Gen *gen, const GemmGeometry *g, LLVMTypeRef t, const GemmOperands *op,
+                        LLVMValueRef bpack, LLVMValueRef p0, LLVMValueRef j0, LLVMValueRef kc,
+                        LLVMValueRef nc) {
   LLVMValueRef at = add(gen, mul(gen, p0, op->bsp), mul(gen, j0, op->bsq));
-  LLVMValueRef src = gen_element(gen, tt->t, op->b, at);
-  emit_pack(gen, tt->t, bpack, src, kc, nc, op->bsp, op->bsq, tt->g->nv * tt->g->lanes, !op->tb,
-            false);
+  LLVMValueRef src = gen_element(gen, op->from_bf16 ? gen->i16 : t, op->b, at);
+  emit_pack(gen, t, bpack, src, kc, nc, op->bsp, op->bsq, g->nv * g->lanes, !op->tb,
+            op->from_bf16);
 }
 
 /* void gemm(T *c, T *a, T *b, i64 m, i64 n, i64 k, i64 lda, i64 ldb, i64 ldc):
@@ -585,11 +598,8 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   LLVMValueRef fn = cpu_gemm_function_begin(gen, name, params, 9, NULL);
   LLVMValueRef c = LLVMGetParam(fn, 0);
   LLVMValueRef m = LLVMGetParam(fn, 3), n = LLVMGetParam(fn, 4), k = LLVMGetParam(fn, 5);
-  LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);
-  LLVMValueRef one = gen_i64(gen, 1);
-  GemmOperands op = {.a = LLVMGetParam(fn, 1), .b = LLVMGetParam(fn, 2),
-                     .asp = ta ? lda : one, .asq = ta ? one : lda,
-                     .bsp = tb ? one : ldb, .bsq = tb ? ldb : one, .ta = ta, .tb = tb};
+  LLVMValueRef ldc = LLVMGetParam(fn, 8);
+  GemmOperands op = gemm_operands(gen, fn, ta, tb, false);
 
   const GemmBlocks *cb = &g.columns, *rb = &g.rows;
   int64_t elements = cb->mc * cb->kc + cb->kc * cb->nc;
@@ -626,9 +636,9 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
   LLVMValueRef bpack = gen_element(gen, t, apack, gen_i64(gen, cb->mc * cb->kc));
   LLVMValueRef nc = begin_blocks(gen, &jc, n, cb->nc);
   LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, cb->kc, &accumulate);
-  emit_pack_b(gen, &tt, &op, bpack, pc.index, jc.index, kc, nc);
+  emit_pack_b(gen, &g, t, &op, bpack, pc.index, jc.index, kc, nc);
   LLVMValueRef mc = begin_blocks(gen, &ic, m, cb->mc);
-  emit_pack_a(gen, &tt, &op, apack, ic.index, pc.index, mc, kc);
+  emit_pack_a(gen, &g, t, &op, apack, ic.index, pc.index, mc, kc);
   LLVMValueRef cblock = gen_element(gen, t, c, add(gen, mul(gen, ic.index, ldc), jc.index));
   emit_block_product(gen, &tt, apack, bpack, mc, nc, kc, cblock, ldc, accumulate, false);
   cpu_step_loop_end(gen, &ic);
@@ -645,9 +655,9 @@ static LLVMValueRef emit_gemm(Gen *gen, LLVMTypeRef t, bool ta, bool tb, const c
     bpack = gen_element(gen, t, apack, gen_i64(gen, rb->mc * rb->kc));
     mc = begin_blocks(gen, &ic, m, rb->mc);
     kc = begin_k_blocks(gen, &pc, k, rb->kc, &accumulate);
-    emit_pack_a(gen, &tt, &op, apack, ic.index, pc.index, mc, kc);
+    emit_pack_a(gen, &g, t, &op, apack, ic.index, pc.index, mc, kc);
     nc = begin_blocks(gen, &jc, n, rb->nc);
-    emit_pack_b(gen, &tt, &op, bpack, pc.index, jc.index, kc, nc);
+    emit_pack_b(gen, &g, t, &op, bpack, pc.index, jc.index, kc, nc);
     cblock = gen_element(gen, t, c, add(gen, mul(gen, ic.index, ldc), jc.index));
     emit_block_product(gen, &tt, apack, bpack, mc, nc, kc, cblock, ldc, accumulate, true);
     cpu_step_loop_end(gen, &jc);
@@ -683,10 +693,10 @@ static LLVMValueRef emit_gemm_bf16(Gen *gen, bool ta, bool tb, const char *name)
   LLVMTypeRef hp = LLVMPointerType(gen->i16, 0), tp = LLVMPointerType(t, 0);
   LLVMTypeRef params[9] = {hp, hp, hp, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64, gen->i64};
   LLVMValueRef fn = cpu_gemm_function_begin(gen, name, params, 9, NULL);
-  LLVMValueRef c = LLVMGetParam(fn, 0), a = LLVMGetParam(fn, 1), bm = LLVMGetParam(fn, 2);
+  LLVMValueRef c = LLVMGetParam(fn, 0);
   LLVMValueRef m = LLVMGetParam(fn, 3), n = LLVMGetParam(fn, 4), k = LLVMGetParam(fn, 5);
-  LLVMValueRef lda = LLVMGetParam(fn, 6), ldb = LLVMGetParam(fn, 7), ldc = LLVMGetParam(fn, 8);
-  LLVMValueRef one = gen_i64(gen, 1);
+  LLVMValueRef ldc = LLVMGetParam(fn, 8);
+  GemmOperands op = gemm_operands(gen, fn, ta, tb, true);
 
   LLVMValueRef bytes = gen_i64(gen, (cb->mc * cb->kc + cb->kc * cb->nc + cb->mc * cb->nc) * 4);
   LLVMValueRef scratch = cpu_thread_scratch(gen, bytes);
@@ -699,12 +709,8 @@ static LLVMValueRef emit_gemm_bf16(Gen *gen, bool ta, bool tb, const char *name)
   LLVMValueRef nc = begin_blocks(gen, &jc, n, cb->nc);
   LLVMValueRef mc = begin_blocks(gen, &ic, m, cb->mc);
   LLVMValueRef accumulate, kc = begin_k_blocks(gen, &pc, k, cb->kc, &accumulate);
-  LLVMValueRef bsp = tb ? one : ldb, bsq = tb ? ldb : one;
-  LLVMValueRef bsrc = gen_element(gen, gen->i16, bm, add(gen, mul(gen, pc.index, bsp), mul(gen, jc.index, bsq)));
-  emit_pack(gen, t, bpack, bsrc, kc, nc, bsp, bsq, (int)nr, !tb, true);
-  LLVMValueRef asp = ta ? lda : one, asq = ta ? one : lda;
-  LLVMValueRef asrc = gen_element(gen, gen->i16, a, add(gen, mul(gen, pc.index, asp), mul(gen, ic.index, asq)));
-  emit_pack(gen, t, apack, asrc, kc, mc, asp, asq, g.mr, ta, true);
+  emit_pack_b(gen, &g, t, &op, bpack, pc.index, jc.index, kc, nc);
+  emit_pack_a(gen, &g, t, &op, apack, ic.index, pc.index, mc, kc);
   cpu_step_loop_begin(gen, &jr, nc, nr);
   LLVMValueRef bsliver = gen_element(gen, t, bpack, mul(gen, jr.index, kc));
   cpu_step_loop_begin(gen, &ir, mc, g.mr);
